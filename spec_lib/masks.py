@@ -61,7 +61,8 @@ class Layout:
             drafter distributions (empty for verification-only calls).
         n_context: number of leading context rows (always kept in the cache).
         keep_rows: ``target_rows`` then the flattened ``draft_rows``: the only rows whose
-            logits are computed (``logits_to_keep``).
+            logits are computed (transformers' ``logits_to_keep``; an int k means the last
+            k rows, used by pure-causal calls whose target rows end the layout).
         new_rows_mask: the memoised additive ``(rows, rows)`` mask of a template layout.
     """
 
@@ -74,7 +75,7 @@ class Layout:
     target_rows: torch.Tensor
     draft_rows: torch.Tensor
     n_context: int
-    keep_rows: torch.Tensor                     # target rows then draft rows: logits to compute
+    keep_rows: torch.Tensor | int               # target rows then draft rows: logits to compute
     new_rows_mask: torch.Tensor | None = None   # memoised additive (rows, rows) block, if any
 
     @property
@@ -164,8 +165,12 @@ class LayoutTemplate:
             ids = self.layout.input_ids.clone()
             ids[self.last_slots] = last
             ids[self.draft_slots] = draft
+        # Block rows read causal keys below sees_upto: shift it with the positions.  Pure
+        # causal calls have no block rows, so their (unused) sees_upto is left as is.
+        sees_upto = self.layout.sees_upto if self.layout.kind in ("ar", "linear_verify") \
+            else self.layout.sees_upto + start
         return Layout(self.layout.kind, ids, self.layout.position_ids + start, self.layout.segment,
-                      self.layout.sees_upto + start, self.layout.roles, self.layout.target_rows,
+                      sees_upto, self.layout.roles, self.layout.target_rows,
                       self.layout.draft_rows, 0, self.layout.keep_rows, self.layout.new_rows_mask)
 
 
@@ -271,4 +276,5 @@ def build_layout(kind: str, *, context: torch.Tensor, last: torch.Tensor, draft:
     return Layout(kind=kind, input_ids=torch.cat(ids), position_ids=torch.cat(pos),
                   segment=torch.cat(seg), sees_upto=torch.cat(upto), roles=tuple(roles),
                   target_rows=target_rows, draft_rows=draft_rows, n_context=n_ctx,
-                  keep_rows=torch.cat([target_rows, draft_rows.reshape(-1)]))
+                  keep_rows=(m + 1 if kind in ("ar", "linear_verify")
+                             else torch.cat([target_rows, draft_rows.reshape(-1)])))

@@ -160,7 +160,7 @@ class DualModeLM:
         self._state = VerifiedCache()
         self._cache = DynamicCache(config=self.config)
 
-    def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor | int) -> tuple[torch.Tensor, float]:
         """Run the masked forward for a layout over the cache; logits for ``keep_rows``."""
         if self._cache is None:
             self.reset()
@@ -200,8 +200,7 @@ class DualModeLM:
         """One forward call (see :class:`CallOutput`); K/V of all its rows are pending."""
         layout = self.layout(kind, prefix, draft, width)
         n_target = layout.target_rows.numel()
-        keep = layout.keep_rows
-        logits, seconds = self.forward_rows(layout, keep)
+        logits, seconds = self.forward_rows(layout, layout.keep_rows)
         target = logits[:n_target] if n_target else None
         drafts = (logits[n_target:].reshape(*layout.draft_rows.shape, -1)     # (blocks, n_draft, V)
                   if layout.draft_rows.numel() else None)

@@ -92,28 +92,35 @@ def matches(value, annotation) -> bool:
     return isinstance(value, annotation)
 
 
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
 def load_params(notebook: Path, profile: str) -> dict:
     """Read and check ``params/<profile>/<stem>.yaml`` against the notebook's parameters cell."""
     path = PARAMS_DIR / profile / f"{notebook.stem}.yaml"
     if not path.exists():
-        raise ParameterError(f"{notebook.stem}: no parameters file {path.relative_to(REPO_ROOT)}")
+        raise ParameterError(f"{notebook.stem}: no parameters file {_rel(path)}")
     params = yaml.safe_load(path.read_text()) or {}
     if not isinstance(params, dict):
-        raise ParameterError(f"{path.relative_to(REPO_ROOT)}: expected a mapping of parameter names to values")
+        raise ParameterError(f"{_rel(path)}: expected a mapping of parameter names to values")
     declared = declared_parameters(notebook)
     for name in INJECTED:
         if name not in declared:
             raise ParameterError(f"{notebook.name}: the parameters cell must declare {name!r} (set by the runner)")
         if name in params:
-            raise ParameterError(f"{path.relative_to(REPO_ROOT)}: {name!r} is set by --profile, not by the file")
+            raise ParameterError(f"{_rel(path)}: {name!r} is set by --profile, not by the file")
     unknown = sorted(set(params) - set(declared))
     if unknown:
-        raise ParameterError(f"{path.relative_to(REPO_ROOT)}: unknown parameter(s) {unknown} for "
+        raise ParameterError(f"{_rel(path)}: unknown parameter(s) {unknown} for "
                              f"{notebook.name}; allowed: {sorted(set(declared) - set(INJECTED))}")
     for name, value in params.items():
         annotation = declared[name].annotation
         if not matches(value, _type_of(annotation)):
-            raise ParameterError(f"{path.relative_to(REPO_ROOT)}: parameter {name!r} must be {annotation}, "
+            raise ParameterError(f"{_rel(path)}: parameter {name!r} must be {annotation}, "
                                  f"got {value!r} ({type(value).__name__})")
     return {**params, "profile": profile}
 

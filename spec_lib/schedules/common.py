@@ -207,6 +207,8 @@ class Decoding:
         Returns ``(h, a)``: matched draft tokens and tokens appended (A_t after stopping).
         """
         m = draft.numel()
+        if m == 0 and self.temperature == 0:
+            return self._append_argmax(out.target_logits[0])
         if self.temperature == 0:
             h, emitted = verify.greedy_verify(draft, out.target_logits)
         else:
@@ -229,6 +231,17 @@ class Decoding:
         if first_eos < a or self.generated >= self.limit:
             self.stopped = True
         return h, a
+
+    def _append_argmax(self, logits: torch.Tensor) -> tuple[int, int]:
+        """Greedy step with nothing to verify (AR, and any call with D empty): h = 0, a = 1."""
+        token = int(logits.max(-1).indices)                              # the one host sync
+        self.buffer[self.length] = token
+        self.length += 1
+        self.accepted.append(1)
+        self.model.commit(1)
+        if token == self.eos or self.generated >= self.limit:
+            self.stopped = True
+        return 0, 1
 
     def result(self, started: float, **extras) -> DecodeResult:
         tokens = self.buffer[self.prompt_len: self.length].tolist()

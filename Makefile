@@ -1,0 +1,41 @@
+# The two commands of a fresh clone:  make reproduce  and  make test.
+# Both create .venv (CPU path, pinned) when it is missing or out of date.
+
+PYTHON  ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PROFILE ?= cpu
+STAMP   := $(VENV)/.installed
+
+.PHONY: reproduce test lab benchmark clean-runs help
+
+help:
+	@echo "make reproduce   run every notebook at PROFILE=$(PROFILE) (results/, figures/)"
+	@echo "make test        the test suite (every notebook at the smoke profile included)"
+	@echo "make benchmark   decoder-overhead benchmark (benchmarks/decode_overhead.py)"
+	@echo "make lab         JupyterLab in the project's environment"
+
+$(STAMP): pyproject.toml requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m ipykernel install --prefix $(VENV) --name spec-lib --display-name "spec-lib (.venv)" >/dev/null
+	touch $(STAMP)
+
+reproduce: $(STAMP)
+	$(PY) -m spec_lib.run --profile $(PROFILE)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+benchmark: $(STAMP)
+	$(PY) benchmarks/decode_overhead.py
+
+lab: $(STAMP)
+	$(PY) -m pip install --quiet "jupyterlab>=4"
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean-runs:
+	rm -rf runs/ results/smoke/ figures/smoke/
