@@ -138,7 +138,8 @@ class DualModeLM:
         self.max_positions = getattr(config, "max_position_embeddings", None)
         self._state = VerifiedCache()
         self._cache = None
-        self._templates: dict[tuple[str, int, int], masks.LayoutTemplate] = {}
+        self._where: tuple[torch.dtype, torch.device] | None = None
+        self._templates: dict[tuple, masks.LayoutTemplate] = {}
 
     @property
     def device(self) -> torch.device:
@@ -159,11 +160,11 @@ class DualModeLM:
 
         self._state = VerifiedCache()
         self._cache = DynamicCache(config=self.config)
+        parameter = next(self.hf_model.parameters())     # read once per sequence, not per call
+        self._where = (parameter.dtype, parameter.device)
 
     def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor | int) -> tuple[torch.Tensor, float]:
         """Run the masked forward for a layout over the cache; logits for ``keep_rows``."""
-        if self._cache is None:
-            self.reset()
         cache_len = self._state.cache_len
         if layout.kind == "ar" or layout.kind == "linear_verify":
             attention_mask = None            # plain causal over the cache: the model's own mask
@@ -183,16 +184,19 @@ class DualModeLM:
 
     def layout(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> masks.Layout:
         """The layout of a call given the current cache (steady-state shapes are memoised)."""
+        if self._cache is None:
+            self.reset()
         context, last = self._state.split_prefix(prefix)
         start = self._state.cache_len
         if context.numel():                                   # first call: processes the prompt
             return masks.build_layout(kind, context=context, last=last, draft=draft, width=width,
                                       mask_token_id=self.mask_token_id, start=start)
         m = 0 if kind in ("ar", "linear_draft") else draft.numel()
-        key = (kind, m, width)
+        key = (kind, m, width, *self._where)                    # the model may have been cast or moved
         template = self._templates.get(key)
         if template is None:
-            template = masks.LayoutTemplate.build(kind, m, width, self.mask_token_id, self.device, self.dtype)
+            dtype, device = self._where
+            template = masks.LayoutTemplate.build(kind, m, width, self.mask_token_id, device, dtype)
             self._templates[key] = template
         return template.fill(last, draft[:m], start)
 

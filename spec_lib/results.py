@@ -24,6 +24,8 @@ import numpy as np
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
 PROFILES = ("smoke", "cpu", "gpu")
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def output_root() -> Path:
@@ -73,6 +75,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)                 # mkstemp makes 0600; give normal permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

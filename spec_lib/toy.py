@@ -25,7 +25,55 @@ from . import masks
 from .models import CallOutput, VerifiedCache
 
 
-class MarkovLM:
+class ExactModel:
+    """Base of exact toy models: answers the schedule calls of :mod:`spec_lib.models`.
+
+    Subclasses give log-probabilities for the verify positions and for drafted positions;
+    rows are counted as the neural layouts would evaluate them (App. D.3), and model time
+    is the time spent computing the distributions.
+    """
+
+    vocab_size: int
+    max_positions: int | None = None
+    device = torch.device("cpu")
+    order: int = 1
+
+    def target_logprobs(self, prefix: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+        """``(m + 1, V)`` log p_target(. | prefix, draft[:i]) for i = 0..m."""
+        raise NotImplementedError
+
+    def draft_logprobs(self, prefix: torch.Tensor, draft: torch.Tensor, n_branches: int,
+                       n_draft: int) -> torch.Tensor:
+        """``(n_branches, n_draft, V)``: branch k drafts n_draft positions after (prefix, draft[:k])."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        self._state = VerifiedCache()
+
+    def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> CallOutput:
+        """Answer one schedule call exactly (log-probabilities; rows as the neural layout)."""
+        if not hasattr(self, "_state"):
+            self.reset()
+        context, _ = self._state.split_prefix(prefix)
+        start = time.perf_counter()
+        m = 0 if kind == "linear_draft" else int(draft.numel())
+        draft = draft[:m]
+        target = None if kind == "linear_draft" else self.target_logprobs(prefix, draft)
+        drafts = None
+        if kind in ("linear_draft", "packed"):
+            drafts = self.draft_logprobs(prefix, draft, 1, width)                   # (1, W, V)
+        elif kind == "quadratic":
+            drafts = self.draft_logprobs(prefix, draft, m + 1, width + 1)           # (m+1, B, V)
+        seconds = time.perf_counter() - start
+        rows = masks.layout_rows(kind, int(context.numel()), m, width)
+        self._state.record(int(context.numel()), kind != "linear_draft", rows)
+        return CallOutput(target, drafts, rows, seconds)
+
+    def commit(self, n_appended: int) -> None:
+        self._state.keep(n_appended)
+
+
+class MarkovLM(ExactModel):
     """Random order-k Markov language model with exact-marginal drafts.
 
     Args:
@@ -56,8 +104,6 @@ class MarkovLM:
         self.seed = seed
         self.eos_token_id = eos_token_id
         self.draft_noise = float(draft_noise)
-        self.max_positions = None
-        self.device = torch.device("cpu")
         rng = np.random.default_rng(seed)
         self.n_states = vocab_size ** order
         self.transition = rng.dirichlet(np.full(vocab_size, float(concentration)), size=self.n_states)  # (S, V)
@@ -66,7 +112,7 @@ class MarkovLM:
         with np.errstate(divide="ignore"):
             self._log_target = torch.from_numpy(np.log(self.transition))
         self._log_draft = torch.empty((0, self.n_states, vocab_size), dtype=torch.float64)
-        self._state = VerifiedCache()
+        self.reset()
 
     # ----- exact distributions ---------------------------------------------------------
     def state_of(self, context) -> int:
@@ -122,35 +168,20 @@ class MarkovLM:
         self._ensure_width(width)
         return np.stack([self._marginals[i][self.state_of(context)] for i in range(width)])
 
-    # ----- the model-call seam -----------------------------------------------------------
-    def reset(self) -> None:
-        self._state = VerifiedCache()
-
-    def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> CallOutput:
-        """Answer one schedule call exactly (log-probabilities; rows as the neural layout)."""
-        context, _ = self._state.split_prefix(prefix)
-        start = time.perf_counter()
+    def _stream_states(self, prefix: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+        """``(m + 1,)`` states after P, d^(1), ..., d^(m)."""
         if prefix.numel() < self.order:
             raise ValueError(f"prompt_ids must have at least order={self.order} tokens")
-        m = 0 if kind == "linear_draft" else int(draft.numel())
-        # States after P, d^(1), ..., d^(m): the contexts of the m + 1 verify positions.
-        stream = torch.cat([prefix[-self.order:], draft[:m]]) if m else prefix[-self.order:]
-        states = self._states(stream)                                 # (m + 1,)
-        target = None if kind == "linear_draft" else self._log_target[states]
-        drafts = None
-        if kind in ("linear_draft", "packed"):
-            self._ensure_width(width)
-            drafts = self._log_draft[:width, states[:1]].transpose(0, 1)          # (1, W, V)
-        elif kind == "quadratic":
-            self._ensure_width(width + 1)
-            drafts = self._log_draft[: width + 1, states].transpose(0, 1)         # (m+1, B, V)
-        seconds = time.perf_counter() - start
-        rows = masks.layout_rows(kind, int(context.numel()), m, width)
-        self._state.record(int(context.numel()), kind != "linear_draft", rows)
-        return CallOutput(target, drafts, rows, seconds)
+        stream = torch.cat([prefix[-self.order:], draft]) if draft.numel() else prefix[-self.order:]
+        return self._states(stream)
 
-    def commit(self, n_appended: int) -> None:
-        self._state.keep(n_appended)
+    def target_logprobs(self, prefix, draft):
+        return self._log_target[self._stream_states(prefix, draft)]
+
+    def draft_logprobs(self, prefix, draft, n_branches, n_draft):
+        self._ensure_width(n_draft)
+        states = self._stream_states(prefix, draft[: n_branches - 1])[:n_branches]
+        return self._log_draft[:n_draft, states].transpose(0, 1)                    # (branches, n, V)
 
     def sample_sequences(self, n_sequences: int, length: int, seed: int = 0) -> torch.Tensor:
         """``(n, length)`` sequences drawn from the chain (uniform start state), e.g. training data."""
@@ -164,3 +195,58 @@ class MarkovLM:
             u = rng.random(n_sequences)[:, None]
             out[:, t] = np.minimum((u > cdf[states]).sum(1), self.vocab_size - 1)
         return torch.from_numpy(out)
+
+
+class ScriptedDrafterLM(ExactModel):
+    """A greedy target with a fixed continuation and a drafter scripted by correctness.
+
+    The target's greedy continuation after any prompt of ``prompt_len`` tokens is
+    ``continuation`` (x_1, x_2, ...): p_target is a point mass on x_k at output position k
+    (it depends on the context length only, which is all greedy decoding ever shows it).
+    The drafter's prediction at position k from a context of c verified output tokens is
+    x_k when correct and a wrong token otherwise, where correct means ``c >= c*_k`` for
+    ``thresholds`` (Assumption 3.1, seed 000) or ``table[k, c]`` for an arbitrary table.
+
+    Args:
+        continuation: ``(K,)`` token ids x_1..x_K (K must cover L + W + 1 positions).
+        vocab_size: V >= 2.
+        prompt_len: length of the prompts it will be given.
+        thresholds: ``(K + 1,)`` c*_k with c*_k <= k (index 0 unused), or
+        table: ``(K + 1, K + 1)`` bool, correctness of position k from context c.
+    """
+
+    def __init__(self, continuation, vocab_size: int, prompt_len: int, thresholds=None, table=None) -> None:
+        self.continuation = torch.as_tensor(np.asarray(continuation), dtype=torch.long)
+        self.vocab_size = int(vocab_size)
+        self.prompt_len = int(prompt_len)
+        size = self.continuation.numel() + 1
+        if (thresholds is None) == (table is None):
+            raise ValueError("give exactly one of thresholds or table")
+        if thresholds is not None:
+            thresholds = torch.as_tensor(np.asarray(thresholds), dtype=torch.long)
+            if thresholds.numel() != size or (thresholds > torch.arange(size)).any():
+                raise ValueError(f"thresholds must have K + 1 = {size} entries with c*_k <= k")
+            table = torch.arange(size)[None, :] >= thresholds[:, None]              # [k, c]
+        self.table = torch.as_tensor(np.asarray(table), dtype=torch.bool)
+        self._one_hot = torch.full((self.vocab_size, self.vocab_size), float("-inf"), dtype=torch.float64)
+        self._one_hot.fill_diagonal_(0.0)                                            # log one-hot rows
+        self.reset()
+
+    def _token(self, positions: torch.Tensor) -> torch.Tensor:
+        if int(positions.max()) > self.continuation.numel():
+            raise ValueError(f"the scripted continuation has {self.continuation.numel()} tokens; "
+                             f"position {int(positions.max())} was queried")
+        return self.continuation[positions - 1]
+
+    def target_logprobs(self, prefix, draft):
+        c = prefix.numel() - self.prompt_len
+        positions = c + 1 + torch.arange(draft.numel() + 1)
+        return self._one_hot[self._token(positions)]
+
+    def draft_logprobs(self, prefix, draft, n_branches, n_draft):
+        c = prefix.numel() - self.prompt_len + torch.arange(n_branches)[:, None]    # (branches, 1)
+        positions = c + 1 + torch.arange(n_draft)[None, :]                          # (branches, n)
+        truth = self._token(positions)
+        correct = self.table[positions, c.expand_as(positions)]
+        tokens = torch.where(correct, truth, (truth + 1) % self.vocab_size)
+        return self._one_hot[tokens]

@@ -53,8 +53,20 @@ class SparseQ:
 
     def sample(self, generator: torch.Generator | None) -> torch.Tensor:
         """``(n,)`` one independent draw per position (Algorithm 2 line 12)."""
-        pick = torch.multinomial(self.probs, 1, generator=generator)   # (n, 1)
-        return self.indices.gather(1, pick)[:, 0]
+        pick = sample(self.probs, generator)                            # (n,)
+        return self.indices.gather(1, pick[:, None])[:, 0]
+
+
+def sample(weights: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row of non-negative ``weights`` ``(..., V)`` by inverse CDF.
+
+    Exact up to float rounding, like ``torch.multinomial``, but cheaper for many small
+    calls; a zero-weight token is never drawn (u < total, and ties skip flat CDF steps).
+    """
+    cdf = weights.cumsum(-1)                                           # (..., V)
+    u = torch.rand(weights.shape[:-1] + (1,), generator=generator, device=weights.device,
+                   dtype=weights.dtype) * cdf[..., -1:]
+    return (cdf <= u).sum(-1).clamp_(max=weights.shape[-1] - 1)
 
 
 def probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -141,6 +153,6 @@ def rejection_verify(draft: torch.Tensor, q_stored: torch.Tensor | SparseQ | Non
         weights = torch.where(weights.sum() > 0, weights, p_row)
     else:
         weights = p_row
-    token = torch.multinomial(weights, 1, generator=generator)          # (1,)
-    emitted = torch.cat([draft, token]).index_put((h,), token[0])
+    token = sample(weights, generator)                                  # 0-d
+    emitted = torch.cat([draft, token[None]]).index_put((h,), token)
     return h, emitted

@@ -41,7 +41,8 @@ def decode(model, prompt_ids, *, schedule: str, width: int, max_new_tokens: int,
         temperature: 0 for greedy; > 0 samples from the tempered target exactly
             (the same temperature tempers q_draft).
         eos_token_id: stop at the first accepted EOS (it is included in ``tokens``).
-        seed: seeds the sampling generator (temperature > 0).
+        seed: seeds the sampling generator (temperature > 0); None means 0, so that
+            runs are reproducible by default.
         draft_top_k, draft_top_p: truncate q_draft to its top-k / top-p support; the
             truncated Q is what drafts are sampled from and what is stored (sparsely) for
             verification (Sec. 3.2, last paragraph).  Ignored when greedy.

@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from .. import verify
-from ..models import CallOutput, SpecModel
+from ..models import CallOutput, SpecModel  # noqa: F401  (SpecModel: the documented protocol)
 
 SCHEDULES = ("ar", "linear", "quadratic", "packed")
+SPEC_MODEL_API = ("vocab_size", "max_positions", "device", "reset", "call", "commit")
 
 #: Deliberately wrong variants of rejection sampling, for negative controls only.
 ABLATIONS = (None, "fresh_q", "no_residual", "resample_without_q")
@@ -41,6 +42,7 @@ class DecodeResult:
         rows_per_call: input rows evaluated in each call.
         model_seconds: time inside model forward passes.
         wall_seconds: the whole decode; non-model decoder time = wall - model.
+        extras: additional diagnostics, e.g. ``call_seconds`` (model time of each call).
     """
 
     tokens: list[int]
@@ -90,7 +92,7 @@ def as_prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> torch
 def validate(model, prompt_ids, *, schedule, width, max_new_tokens, temperature, eos_token_id,
              seed, draft_top_k, draft_top_p) -> torch.Tensor:
     """Check every argument of :func:`spec_lib.decode` before any model call."""
-    if not isinstance(model, SpecModel):
+    if not all(hasattr(model, name) for name in SPEC_MODEL_API):      # (a Protocol check is slow)
         hint = (" (wrap a transformers model: spec_lib.models.DualModeLM(hf_model, mask_token_id))"
                 if hasattr(model, "config") else "")
         raise TypeError(f"model must implement spec_lib.models.SpecModel, got {type(model).__name__}{hint}")
@@ -161,6 +163,7 @@ class Decoding:
         self.rows_per_call: list[int] = []
         self.accepted: list[int] = []
         self.model_seconds = 0.0
+        self.call_seconds: list[float] = []
         self.stopped = max_new_tokens == 0
         self._steps = torch.arange(width + 2, device=self.device)      # 0..W+1, for EOS search
         model.reset()
@@ -182,6 +185,7 @@ class Decoding:
         self.nfe += 1
         self.rows_per_call.append(out.rows)
         self.model_seconds += out.seconds
+        self.call_seconds.append(out.seconds)
         return out
 
     # ----- drafting (Eq. 3 / Algorithm 2 line 12) -----------------------------------------------
@@ -197,7 +201,7 @@ class Decoding:
         if self.top_k is not None or self.top_p is not None:
             q = verify.truncate(q, self.top_k, self.top_p)
             return q.sample(self.generator), q
-        return torch.multinomial(q, 1, generator=self.generator)[:, 0], q
+        return verify.sample(q, self.generator), q
 
     # ----- verification, stopping and append (Algorithm 1 lines 5-9, Algorithm 2 lines 5-11) ---
     def verify_and_append(self, out: CallOutput, draft: torch.Tensor, q_stored,
@@ -207,8 +211,8 @@ class Decoding:
         Returns ``(h, a)``: matched draft tokens and tokens appended (A_t after stopping).
         """
         m = draft.numel()
-        if m == 0 and self.temperature == 0:
-            return self._append_argmax(out.target_logits[0])
+        if m == 0:                                                      # nothing to verify: h = 0
+            return self._append_one(out.target_logits[0])
         if self.temperature == 0:
             h, emitted = verify.greedy_verify(draft, out.target_logits)
         else:
@@ -232,9 +236,13 @@ class Decoding:
             self.stopped = True
         return h, a
 
-    def _append_argmax(self, logits: torch.Tensor) -> tuple[int, int]:
-        """Greedy step with nothing to verify (AR, and any call with D empty): h = 0, a = 1."""
-        token = int(logits.max(-1).indices)                              # the one host sync
+    def _append_one(self, logits: torch.Tensor) -> tuple[int, int]:
+        """Nothing to verify (AR, and any call with D empty): h = 0 and the bonus token is
+        the argmax (greedy) or a draw from p_target (Algorithm 2 line 7, h = |D| = 0)."""
+        if self.temperature == 0:
+            token = int(logits.max(-1).indices)                          # the one host sync
+        else:
+            token = int(verify.sample(verify.probabilities(logits, self.temperature), self.generator))
         self.buffer[self.length] = token
         self.length += 1
         self.accepted.append(1)
@@ -247,4 +255,5 @@ class Decoding:
         tokens = self.buffer[self.prompt_len: self.length].tolist()
         return DecodeResult(tokens=tokens, nfe=self.nfe, accepted=self.accepted,
                             rows_per_call=self.rows_per_call, model_seconds=self.model_seconds,
-                            wall_seconds=time.perf_counter() - started, extras=extras)
+                            wall_seconds=time.perf_counter() - started,
+                            extras={"call_seconds": self.call_seconds, **extras})
