@@ -97,20 +97,20 @@ def block_causal_visible(segment: torch.Tensor, position: torch.Tensor,
     """The one attention predicate of every layout, evaluated for all (query, key) pairs.
 
     Args:
-        segment: ``(rows,)`` 0 = causal stream (AR mode), j >= 1 = proposal block j.
-        position: ``(rows,)`` textual position ids.
-        sees_upto: ``(rows,)`` for block rows, causal keys with position < sees_upto
+        segment: ``(..., rows)`` 0 = causal stream (AR mode), j >= 1 = proposal block j.
+        position: ``(..., rows)`` textual position ids.
+        sees_upto: ``(..., rows)`` for block rows, causal keys with position < sees_upto
             are visible (the verified context the block drafts from).
 
     Returns:
-        ``(rows, rows)`` bool, ``[q, k]`` True when query row q may attend to key row k.
+        ``(..., rows, rows)`` bool, ``[q, k]`` True when query row q may attend to key row k.
     """
-    seg_q, seg_k = segment[:, None], segment[None, :]            # (rows, 1), (1, rows)
-    pos_q, pos_k = position[:, None], position[None, :]
+    seg_q, seg_k = segment[..., :, None], segment[..., None, :]  # (..., rows, 1), (..., 1, rows)
+    pos_q, pos_k = position[..., :, None], position[..., None, :]
     causal_q, causal_k = seg_q == 0, seg_k == 0
     verify = causal_q & causal_k & (pos_k <= pos_q)               # T_B: AR verification
     own_block = ~causal_q & (seg_k == seg_q)                      # J_B: bidirectional block
-    reads_context = ~causal_q & causal_k & (pos_k < sees_upto[:, None])
+    reads_context = ~causal_q & causal_k & (pos_k < sees_upto[..., :, None])
     return verify | own_block | reads_context
 
 

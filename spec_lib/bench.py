@@ -1,0 +1,215 @@
+"""Decoding experiments: grids of decode runs over prompt slices, the paper's metrics and
+paired bootstrap confidence intervals.
+
+References (seed 000): Sec. 4 "Experimental setup" (aggregate throughput = total generated
+tokens / total decoder wall time = (tokens/NFE) / (time/NFE)); App. E.4 (several samples
+per code prompt at temperature 1); App. E.5 (NFE includes prompt processing; generated
+tokens include stop tokens; 95% percentile intervals from 20,000 bootstrap resamples of
+prompts, the same indices for every method); App. F.6 (greedy divergences from finite
+precision); App. F.7 (paired differences and ratios).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .schedules import decode
+
+
+@dataclass(frozen=True)
+class Method:
+    """One decoding configuration: a schedule at a speculative width (B = W + 1)."""
+
+    schedule: str
+    width: int
+
+    @property
+    def name(self) -> str:
+        return "ar" if self.schedule == "ar" else f"{self.schedule} B={self.width + 1}"
+
+
+def encode(tokenizer, prompts: list[str], max_prompt_tokens: int) -> list[list[int]]:
+    """Token ids of each prompt, keeping its last ``max_prompt_tokens`` tokens."""
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    return [p[-max_prompt_tokens:] for p in ids]
+
+
+def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], *,
+             max_new_tokens: dict[str, int], temperature: float = 0.0, samples: dict[str, int] | None = None,
+             eos_token_id: int | None = None, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """Decode every prompt of every slice with every method; one row per response.
+
+    Methods are interleaved prompt by prompt in a rotating order, so that slow phases of the
+    machine hit all methods alike.  At temperature > 0 each (prompt, sample) uses the same
+    seed for every method.  Columns: slice, prompt, sample, method, schedule, width,
+    tokens, nfe, wall, model, iterations, output (token ids), rows_per_call, call_seconds.
+    """
+    samples = samples or {}
+    first = next(iter(prompts.values()))[0]
+    for method in methods:                                   # warm-up (allocations, lazy tables)
+        decode(model, first, schedule=method.schedule, width=method.width, max_new_tokens=8,
+               temperature=temperature, seed=seed)
+    jobs = [(name, i, s) for name, items in prompts.items() for i in range(len(items))
+            for s in range(samples.get(name, 1))]
+    rows = []
+    for job, (name, i, s) in enumerate(tqdm(jobs, desc="decoding", disable=not progress)):
+        order = methods[job % len(methods):] + methods[: job % len(methods)]
+        for method in order:
+            res = decode(model, prompts[name][i], schedule=method.schedule, width=method.width,
+                         max_new_tokens=max_new_tokens[name], temperature=temperature,
+                         eos_token_id=eos_token_id, seed=seed * 1_000_003 + i * 1_000 + s)
+            rows.append({"slice": name, "prompt": i, "sample": s, "method": method.name,
+                         "schedule": method.schedule, "width": method.width, "tokens": len(res.tokens),
+                         "nfe": res.nfe, "wall": res.wall_seconds, "model": res.model_seconds,
+                         "iterations": len(res.accepted), "output": tuple(res.tokens),
+                         "rows_per_call": res.rows_per_call, "call_seconds": res.extras["call_seconds"]})
+    return pd.DataFrame(rows)
+
+
+def aggregate(runs: pd.DataFrame, by=("slice", "method")) -> pd.DataFrame:
+    """Aggregate metrics: throughput (tokens/s), tokens/NFE, time/NFE (ms), mean wall per
+    response (s), mean accepted tokens per iteration, model share of wall time."""
+    g = runs.groupby(list(by), sort=False)
+    out = g.agg(responses=("tokens", "size"), tokens=("tokens", "sum"), nfe=("nfe", "sum"), wall=("wall", "sum"),
+                model=("model", "sum"), iterations=("iterations", "sum")).reset_index()
+    out["throughput"] = out["tokens"] / out["wall"]
+    out["tokens_per_nfe"] = out["tokens"] / out["nfe"]
+    out["time_per_nfe_ms"] = 1e3 * out["wall"] / out["nfe"]
+    out["wall_per_response"] = out["wall"] / out["responses"]
+    out["tokens_per_iteration"] = out["tokens"] / out["iterations"]
+    out["model_share"] = out["model"] / out["wall"]
+    return out
+
+
+def paired_bootstrap(runs: pd.DataFrame, baseline: str, *, n_resamples: int = 20_000, seed: int = 0,
+                     confidence: float = 0.95) -> pd.DataFrame:
+    """Ratios to ``baseline`` (throughput, tokens/NFE, time/NFE, mean wall) and the wall-time
+    difference, with paired percentile CIs over prompts (App. E.5).
+
+    Each resample draws prompt indices with replacement, uses them for every method, and
+    recomputes the aggregate statistics from all responses of the drawn prompts.
+    """
+    rng = np.random.default_rng(seed)
+    alpha = (1 - confidence) / 2
+    out = []
+    for name, part in runs.groupby("slice", sort=False):
+        per = part.groupby(["prompt", "method"]).agg(tokens=("tokens", "sum"), nfe=("nfe", "sum"),
+                                                     wall=("wall", "sum"), n=("tokens", "size"))
+        methods = list(dict.fromkeys(part["method"]))
+        prompts = sorted(part["prompt"].unique())
+        cube = {k: per[k].unstack("method").reindex(index=prompts, columns=methods).to_numpy(float)
+                for k in ("tokens", "nfe", "wall", "n")}                      # each (P, M)
+        draws = rng.integers(0, len(prompts), (n_resamples, len(prompts)))
+        weights = np.zeros((n_resamples, len(prompts)))
+        np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)   # (R, P) multiplicities
+        weights = np.vstack([np.ones(len(prompts)), weights])                # row 0: the point estimate
+        sums = {k: weights @ v for k, v in cube.items()}                     # (1 + R, M)
+        stats = {"throughput": sums["tokens"] / sums["wall"], "tokens_per_nfe": sums["tokens"] / sums["nfe"],
+                 "time_per_nfe": sums["wall"] / sums["nfe"], "wall_per_response": sums["wall"] / sums["n"]}
+        b = methods.index(baseline)
+        for j, method in enumerate(methods):
+            if j == b:
+                continue
+            row = {"slice": name, "method": method, "baseline": baseline, "prompts": len(prompts)}
+            for metric, values in stats.items():
+                ratio = values[:, j] / values[:, b]
+                row[f"{metric}_ratio"] = ratio[0]
+                row[f"{metric}_ratio_low"], row[f"{metric}_ratio_high"] = np.quantile(ratio[1:], [alpha, 1 - alpha])
+            diff = stats["wall_per_response"][:, j] - stats["wall_per_response"][:, b]
+            row["wall_diff_s"] = diff[0]
+            row["wall_diff_low"], row["wall_diff_high"] = np.quantile(diff[1:], [alpha, 1 - alpha])
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def identity_to_reference(runs: pd.DataFrame, reference: str = "ar") -> pd.DataFrame:
+    """Per slice and method: responses whose tokens equal the reference method's on the same
+    prompt and sample (greedy decoding must give identical outputs)."""
+    ref = runs[runs["method"] == reference].set_index(["slice", "prompt", "sample"])["output"]
+    other = runs[runs["method"] != reference].copy()
+    other["identical"] = [out == ref.loc[(s, p, k)] for s, p, k, out in
+                          zip(other["slice"], other["prompt"], other["sample"], other["output"])]
+    return other.groupby(["slice", "method"], sort=False)["identical"].agg(["sum", "size"]).reset_index() \
+        .rename(columns={"sum": "identical", "size": "responses"})
+
+
+@torch.inference_mode()
+def divergences(hf_model, runs: pd.DataFrame, prompts: dict[str, list[list[int]]],
+                reference: str = "ar") -> pd.DataFrame:
+    """Each greedy output that differs from the reference, with the reference model's logit
+    gap (top-1 minus top-2, in one causal forward) at the first differing position: a gap
+    near zero means a finite-precision tie (seed 000, App. F.6)."""
+    ref = runs[runs["method"] == reference].set_index(["slice", "prompt", "sample"])["output"]
+    rows = []
+    for row in runs[runs["method"] != reference].itertuples():
+        expected = ref.loc[(row.slice, row.prompt, row.sample)]
+        if row.output == expected:
+            continue
+        j = next((k for k, (a, b) in enumerate(zip(row.output, expected)) if a != b), min(len(row.output), len(expected)))
+        prompt = prompts[row.slice][row.prompt]
+        ids = torch.tensor([*prompt, *expected[:j]])[None].to(next(hf_model.parameters()).device)
+        logits = hf_model(input_ids=ids).logits[0, -1].float()
+        top2 = torch.topk(logits, 2).values
+        method_token = row.output[j] if j < len(row.output) else None
+        rows.append({"slice": row.slice, "prompt": row.prompt, "method": row.method, "position": j,
+                     "reference_token": expected[j] if j < len(expected) else None, "method_token": method_token,
+                     "logit_gap_top1_top2": float(top2[0] - top2[1]),
+                     "method_token_deficit": float(logits.max() - logits[method_token]) if method_token is not None else None})
+    return pd.DataFrame(rows, columns=["slice", "prompt", "method", "position", "reference_token", "method_token",
+                                       "logit_gap_top1_top2", "method_token_deficit"])
+
+
+def call_costs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per model call of every response: rows evaluated and model seconds (for the
+    cost model tau + delta * rows, seed 000 Sec. 1)."""
+    rows = [(r, s) for rows_, secs in zip(runs["rows_per_call"], runs["call_seconds"]) for r, s in zip(rows_, secs)]
+    return pd.DataFrame(rows, columns=["rows", "seconds"])
+
+
+def drafter_accuracy(model, prompts: list[list[int]], width: int) -> pd.DataFrame:
+    """Per offset i = 1..W: how often the drafter's i-th proposal from the prompt (one
+    drafting call, the Linear-SS draft) equals the i-th token of the AR greedy continuation.
+    Also the share of prompts whose first i proposals are all correct, which bounds the
+    tokens a fresh draft can contribute (seed 000, Lemma B.1's F)."""
+    hits = np.zeros((len(prompts), width), dtype=bool)
+    for n, prompt in enumerate(prompts):
+        greedy = decode(model, prompt, schedule="ar", width=1, max_new_tokens=width).tokens
+        model.reset()
+        out = model.call("linear_draft", torch.as_tensor(prompt, device=model.device),
+                         torch.empty(0, dtype=torch.long, device=model.device), width)
+        model.commit(0)
+        proposal = out.draft_logits[0].argmax(-1).tolist()
+        hits[n] = [a == b for a, b in zip(proposal, greedy)]
+    return pd.DataFrame({"offset": np.arange(1, width + 1), "accuracy": hits.mean(0),
+                         "all_correct_up_to": np.cumprod(hits, axis=1).mean(0)})
+
+
+def cost_model_check(runs: pd.DataFrame, method: str, baseline: str) -> dict:
+    """Predicted versus observed throughput ratio ``method / baseline`` (seed 000, Sec. 1).
+
+    tau and delta are fitted on this run's own calls of both methods (model seconds against
+    rows); each method's time per NFE is predicted as tau + delta * (its mean rows per call)
+    plus its measured non-model decoder time per NFE; the prediction is then the tokens/NFE
+    ratio times the inverse ratio of predicted times per NFE.
+    """
+    from .costmodel import fit_cost
+
+    both = runs[runs["method"].isin([method, baseline])]
+    fit = fit_cost(call_costs(both))
+    agg = aggregate(both, by=("method",)).set_index("method")
+    rows = {m: sum(sum(r) for r in both.loc[both["method"] == m, "rows_per_call"]) / agg.loc[m, "nfe"]
+            for m in (method, baseline)}
+    overhead = {m: (agg.loc[m, "wall"] - agg.loc[m, "model"]) / agg.loc[m, "nfe"] for m in (method, baseline)}
+    per_nfe = {m: fit["tau"] + fit["delta"] * rows[m] + overhead[m] for m in (method, baseline)}
+    tokens_ratio = agg.loc[method, "tokens_per_nfe"] / agg.loc[baseline, "tokens_per_nfe"]
+    predicted = tokens_ratio * per_nfe[baseline] / per_nfe[method]
+    observed = agg.loc[method, "throughput"] / agg.loc[baseline, "throughput"]
+    return {"method": method, "baseline": baseline, "tau_ms": 1e3 * fit["tau"], "delta_ms": 1e3 * fit["delta"],
+            "rows_per_call": rows, "non_model_ms_per_nfe": {m: 1e3 * v for m, v in overhead.items()},
+            "tokens_per_nfe_ratio": tokens_ratio, "predicted_throughput_ratio": predicted,
+            "observed_throughput_ratio": observed, "relative_error": observed / predicted - 1}

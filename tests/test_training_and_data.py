@@ -1,0 +1,149 @@
+"""Corpus, slices and tokenizer (spec_lib.data), the dual-mode loss layout, training with the
+checkpoint cache (spec_lib.train), loading real checkpoints (spec_lib.checkpoints) and the
+experiment statistics (spec_lib.bench)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from spec_lib import bench, data, masks
+from spec_lib.checkpoints import load_dual_mode, load_model
+from spec_lib.losses import make_dual_mode_batch
+from spec_lib.toy import MarkovLM
+from spec_lib.train import ModelConfig, TrainConfig, cache_key, load, load_or_train, save, train
+
+TINY_MODEL = ModelConfig(vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=512)
+TINY_TRAIN = TrainConfig(steps=4, batch_size=2, seq_len=64, width=7, widths=(3, 7), decay=4.0, max_files=3,
+                         eval_every=2, eval_batches=1, distill_steps=2, distill_prompts=4, distill_new_tokens=8)
+
+
+def test_stdlib_split_is_deterministic_and_disjoint():
+    train_files, heldout = data.stdlib_files("train"), data.stdlib_files("heldout")
+    assert train_files and heldout and not set(train_files) & set(heldout)
+    assert data.stdlib_files("heldout") == heldout
+    assert 0.05 < len(heldout) / (len(heldout) + len(train_files)) < 0.2
+    with pytest.raises(ValueError, match="split must be 'train' or 'heldout'"):
+        data.stdlib_files("test")
+
+
+def test_evaluation_slices():
+    assert len(data.eval_slice("code")) == 164 and "def has_close_elements" in data.eval_slice("code", 5)[0]
+    stdlib = data.eval_slice("stdlib", 8, seed=1)
+    assert len(stdlib) == 8 and all(p.startswith("def ") and '"""' in p for p in stdlib)
+    math = data.eval_slice("math", 5)
+    assert all(p.startswith("Question: ") and p.endswith("Answer:") for p in math)
+    train_questions = {p.question for p in data.math_problems(2000, seed=0)}
+    assert not any(p[len("Question: "):-len("\nAnswer:")] in train_questions for p in data.eval_slice("math", 50))
+    copy = data.copy_examples(data.stdlib_files("heldout"), 3, seed=0)
+    assert copy and all(e.new in e.target() and e.old in e.snippet for e in copy)
+    with pytest.raises(ValueError, match="slice must be one of"):
+        data.eval_slice("poetry")
+
+
+def test_math_problems_are_correct():
+    import operator
+    import re
+
+    ops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv}
+    for problem in data.math_problems(200, seed=3):
+        steps = re.findall(r"(\d+) ([-+*/]) (\d+) = (\d+)", problem.solution)
+        assert steps, problem.solution
+        for a, op, b, result in steps:                                        # every worked step
+            assert ops[op](int(a), int(b)) == int(result)
+        assert int(steps[-1][3]) == problem.answer and problem.text().endswith(f"#### {problem.answer}\n")
+
+
+def test_tokenizer_has_special_tokens_and_round_trips():
+    tokenizer = data.train_tokenizer(data.training_documents(max_files=3), vocab_size=300)
+    assert [tokenizer.mask_token_id, tokenizer.eos_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id] == [0, 1, 2, 3]
+    text = "def add(a, b):\n    return a + b  # ünïcode\n"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_training_blocks_are_laid_out_like_the_drafting_call():
+    """An anchor block of a training row sees exactly what a decoding call's block sees."""
+    gen = torch.Generator().manual_seed(0)
+    seqs = torch.arange(40).reshape(1, 40) + 5
+    batch = make_dual_mode_batch(seqs, width=4, n_blocks=1, mask_token_id=0, generator=gen, p_branch=0.0, p_full=1.0,
+                                 decay=4.0)
+    block = slice(40, 45)
+    first = int(batch.position_ids[0, 40])                                     # n - 1
+    visible = batch.attention_mask[0, 0] == 0
+    assert visible[block, :40].sum(1).tolist() == [first] * 5                  # x_0 .. x_{n-2}
+    assert visible[block, block].all()
+    call = masks.build_layout("linear_draft", context=seqs[0, :first], last=seqs[0, first:first + 1],
+                              draft=seqs[0, :0], width=4, mask_token_id=0, start=0)
+    assert torch.equal(call.visible(), _select(visible, first))
+    assert torch.equal(call.position_ids, torch.cat([torch.arange(first), batch.position_ids[0, block]]))
+    assert batch.diffusion_weights[0, 41].item() == pytest.approx(1.0)        # the next token: weight 1
+    assert batch.diffusion_weights[0, 42].item() == pytest.approx(np.exp(-1 / 4))
+
+
+def _select(visible: torch.Tensor, first: int) -> torch.Tensor:
+    rows = torch.cat([torch.arange(first), torch.arange(40, 45)])
+    return visible[rows][:, rows]
+
+
+def test_train_save_load_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPEC_LIB_ARTIFACTS", str(tmp_path))
+    trained = load_or_train(TINY_MODEL, TINY_TRAIN, progress=False)
+    assert trained.path == tmp_path / "models" / cache_key(TINY_MODEL, TINY_TRAIN)
+    assert set(trained.history["stage"]) == {1, 2} and set(trained.history["split"]) == {"train", "heldout"}
+    assert trained.hf_model.config.mask_token_id == trained.tokenizer.mask_token_id
+    # A second call loads from the cache instead of training.
+    monkeypatch.setattr("spec_lib.train.train", lambda *a, **k: pytest.fail("retrained a cached model"))
+    again = load_or_train(TINY_MODEL, TINY_TRAIN, progress=False)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        assert torch.equal(trained.hf_model(ids).logits, again.hf_model(ids).logits)
+    model, tokenizer = load_dual_mode(trained.path)
+    assert model.mask_token_id == tokenizer.mask_token_id == 0
+
+
+def test_load_dual_mode_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_dual_mode(tmp_path / "nope")
+    from spec_lib.models import build_qwen3
+
+    build_qwen3(32, hidden_size=16, num_layers=1).save_pretrained(tmp_path / "plain")
+    with pytest.raises(ValueError, match="no MASK token id"):
+        load_dual_mode(tmp_path / "plain")
+    model, _ = load_dual_mode(tmp_path / "plain", mask_token_id=31)
+    assert model.mask_token_id == 31
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        load_dual_mode(tmp_path / "plain", mask_token_id=31, dtype="float8")
+    with pytest.raises(ValueError, match="model_preset must be one of"):
+        load_model("huge")
+
+
+def test_paired_bootstrap_and_identity():
+    toy = MarkovLM(6, seed=0, draft_noise=0.3, eos_token_id=5, concentration=0.3)
+    prompts = {"a": [[1, 2], [3, 4], [0, 1], [2, 2]], "b": [[4, 4], [3, 1]]}
+    methods = [bench.Method("ar", 1), bench.Method("linear", 7), bench.Method("packed", 7)]
+    runs = bench.run_grid(toy, prompts, methods, max_new_tokens={"a": 20, "b": 10}, eos_token_id=5, progress=False)
+    assert len(runs) == 3 * 6
+    identity = bench.identity_to_reference(runs)
+    assert (identity["identical"] == identity["responses"]).all()
+    assert bench.divergences(None, runs, prompts).empty
+    agg = bench.aggregate(runs).set_index(["slice", "method"])
+    ratios = bench.paired_bootstrap(runs, "linear B=8", n_resamples=500, seed=0).set_index(["slice", "method"])
+    for slice_ in ("a", "b"):
+        point = agg.loc[(slice_, "packed B=8"), "tokens_per_nfe"] / agg.loc[(slice_, "linear B=8"), "tokens_per_nfe"]
+        row = ratios.loc[(slice_, "packed B=8")]
+        assert row["tokens_per_nfe_ratio"] == pytest.approx(point)
+        assert row["tokens_per_nfe_ratio_low"] <= point <= row["tokens_per_nfe_ratio_high"]
+    costs = bench.call_costs(runs)
+    assert len(costs) == runs["nfe"].sum()
+    check = bench.cost_model_check(runs, "packed B=8", "linear B=8")
+    assert np.isfinite(check["predicted_throughput_ratio"]) and check["observed_throughput_ratio"] > 0
+
+
+def test_drafter_accuracy_on_exact_marginals():
+    toy = MarkovLM(5, seed=1, concentration=0.05)                                  # nearly deterministic
+    table = bench.drafter_accuracy(toy, [[0], [1], [2], [3]], 4)
+    assert list(table["offset"]) == [1, 2, 3, 4]
+    assert table["accuracy"].iloc[0] == 1.0                                        # exact 1-step marginal
+    assert (np.diff(table["all_correct_up_to"]) <= 0).all()
