@@ -23,7 +23,7 @@ PRESETS: dict[str, tuple[ModelConfig, TrainConfig]] = {
     "cpu": (ModelConfig(vocab_size=4096, hidden_size=256, num_layers=4, num_heads=4),
             TrainConfig(steps=550, batch_size=16, seq_len=256, width=31, widths=(3, 7, 15, 31), n_blocks=3,
                         p_full=0.75, decay=8.0, copy_share=0.03, eval_every=50,
-                        distill_steps=150, distill_prompts=256, distill_new_tokens=128)),
+                        distill_steps=300, distill_prompts=512, distill_new_tokens=128, distill_mix=0.75)),
 }
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
