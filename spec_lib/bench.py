@@ -11,26 +11,35 @@ precision); App. F.7 (paired differences and ratios).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .schedules import decode
+from .schedules import DRAFTER_SCHEDULES, decode
 
 
 @dataclass(frozen=True)
 class Method:
-    """One decoding configuration: a schedule at a speculative width (B = W + 1)."""
+    """One decoding configuration: a schedule at a speculative width (B = W + 1), or a
+    drafter schedule (``deer``, ``ar_draft``) with its drafter and block size k = width."""
 
     schedule: str
     width: int
+    drafter: object = field(default=None, compare=False, repr=False)
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return "ar" if self.schedule == "ar" else f"{self.schedule} B={self.width + 1}"
+        if self.label:
+            return self.label
+        if self.schedule == "ar":
+            return "ar"
+        if self.schedule in DRAFTER_SCHEDULES:
+            return f"{self.schedule} k={self.width}"
+        return f"{self.schedule} B={self.width + 1}"
 
 
 def encode(tokenizer, prompts: list[str], max_prompt_tokens: int) -> list[list[int]]:
@@ -47,13 +56,14 @@ def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], 
     Methods are interleaved prompt by prompt in a rotating order, so that slow phases of the
     machine hit all methods alike.  At temperature > 0 each (prompt, sample) uses the same
     seed for every method.  Columns: slice, prompt, sample, method, schedule, width,
-    tokens, nfe, wall, model, iterations, output (token ids), rows_per_call, call_seconds.
+    tokens, nfe, wall, model, iterations, output (token ids), rows_per_call, call_seconds,
+    accepted (tokens per iteration), drafter_nfe and drafter_seconds (separate drafters).
     """
     samples = samples or {}
     first = next(iter(prompts.values()))[0]
     for method in methods:                                   # warm-up (allocations, lazy tables)
         decode(model, first, schedule=method.schedule, width=method.width, max_new_tokens=8,
-               temperature=temperature, seed=seed)
+               temperature=temperature, seed=seed, drafter=method.drafter)
     jobs = [(name, i, s) for name, items in prompts.items() for i in range(len(items))
             for s in range(samples.get(name, 1))]
     rows = []
@@ -62,12 +72,15 @@ def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], 
         for method in order:
             res = decode(model, prompts[name][i], schedule=method.schedule, width=method.width,
                          max_new_tokens=max_new_tokens[name], temperature=temperature,
-                         eos_token_id=eos_token_id, seed=seed * 1_000_003 + i * 1_000 + s)
+                         eos_token_id=eos_token_id, seed=seed * 1_000_003 + i * 1_000 + s,
+                         drafter=method.drafter)
             rows.append({"slice": name, "prompt": i, "sample": s, "method": method.name,
                          "schedule": method.schedule, "width": method.width, "tokens": len(res.tokens),
                          "nfe": res.nfe, "wall": res.wall_seconds, "model": res.model_seconds,
                          "iterations": len(res.accepted), "output": tuple(res.tokens),
-                         "rows_per_call": res.rows_per_call, "call_seconds": res.extras["call_seconds"]})
+                         "rows_per_call": res.rows_per_call, "call_seconds": res.extras["call_seconds"],
+                         "accepted": tuple(res.accepted), "drafter_nfe": res.extras.get("drafter_nfe", 0),
+                         "drafter_seconds": res.extras.get("drafter_seconds", 0.0)})
     return pd.DataFrame(rows)
 
 
@@ -165,10 +178,12 @@ def divergences(hf_model, runs: pd.DataFrame, prompts: dict[str, list[list[int]]
 
 
 def call_costs(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per model call of every response: rows evaluated and model seconds (for the
-    cost model tau + delta * rows, seed 000 Sec. 1)."""
-    rows = [(r, s) for rows_, secs in zip(runs["rows_per_call"], runs["call_seconds"]) for r, s in zip(rows_, secs)]
-    return pd.DataFrame(rows, columns=["rows", "seconds"])
+    """One row per model call of every response: rows evaluated, model seconds and the call's
+    index in its response (call 0 processes the prompt); for the cost model tau + delta * rows
+    (seed 000, Sec. 1)."""
+    rows = [(r, s, j) for rows_, secs in zip(runs["rows_per_call"], runs["call_seconds"])
+            for j, (r, s) in enumerate(zip(rows_, secs))]
+    return pd.DataFrame(rows, columns=["rows", "seconds", "call"])
 
 
 def drafter_accuracy(model, prompts: list[list[int]], width: int) -> pd.DataFrame:
@@ -189,18 +204,28 @@ def drafter_accuracy(model, prompts: list[list[int]], width: int) -> pd.DataFram
                          "all_correct_up_to": np.cumprod(hits, axis=1).mean(0)})
 
 
-def cost_model_check(runs: pd.DataFrame, method: str, baseline: str) -> dict:
+def cost_model_check(runs: pd.DataFrame, method: str, baseline: str, calibration: dict | None = None) -> dict:
     """Predicted versus observed throughput ratio ``method / baseline`` (seed 000, Sec. 1).
 
-    tau and delta are fitted on this run's own calls of both methods (model seconds against
-    rows); each method's time per NFE is predicted as tau + delta * (its mean rows per call)
-    plus its measured non-model decoder time per NFE; the prediction is then the tokens/NFE
-    ratio times the inverse ratio of predicted times per NFE.
+    Each method's time per NFE is predicted as tau + delta * (its mean rows per call) plus
+    its measured non-model decoder time per NFE; the predicted throughput ratio is the
+    measured tokens/NFE ratio times the inverse ratio of predicted times per NFE.
+
+    ``calibration``: tau and delta (seconds) measured independently of the run, e.g. by
+    :func:`spec_lib.costmodel.time_forward_rows` and :func:`~spec_lib.costmodel.fit_cost` on
+    the same model; without it they are fitted on the run's own steady-state calls (every
+    call but the prompt-processing first one) of both methods.  ``within_5_percent`` says
+    whether the observed ratio is within 5% of the prediction.  Pass one slice's rows for a
+    per-slice check.
     """
     from .costmodel import fit_cost
 
     both = runs[runs["method"].isin([method, baseline])]
-    fit = fit_cost(call_costs(both))
+    if calibration is None:
+        calls = call_costs(both)
+        fit, source = fit_cost(calls[calls["call"] > 0]), "run's steady-state calls"
+    else:
+        fit, source = calibration, "independent calibration"
     agg = aggregate(both, by=("method",)).set_index("method")
     rows = {m: sum(sum(r) for r in both.loc[both["method"] == m, "rows_per_call"]) / agg.loc[m, "nfe"]
             for m in (method, baseline)}
@@ -209,7 +234,9 @@ def cost_model_check(runs: pd.DataFrame, method: str, baseline: str) -> dict:
     tokens_ratio = agg.loc[method, "tokens_per_nfe"] / agg.loc[baseline, "tokens_per_nfe"]
     predicted = tokens_ratio * per_nfe[baseline] / per_nfe[method]
     observed = agg.loc[method, "throughput"] / agg.loc[baseline, "throughput"]
-    return {"method": method, "baseline": baseline, "tau_ms": 1e3 * fit["tau"], "delta_ms": 1e3 * fit["delta"],
-            "rows_per_call": rows, "non_model_ms_per_nfe": {m: 1e3 * v for m, v in overhead.items()},
+    return {"method": method, "baseline": baseline, "calibration": source, "tau_ms": 1e3 * fit["tau"],
+            "delta_ms": 1e3 * fit["delta"], "rows_per_call": rows,
+            "non_model_ms_per_nfe": {m: 1e3 * v for m, v in overhead.items()},
             "tokens_per_nfe_ratio": tokens_ratio, "predicted_throughput_ratio": predicted,
-            "observed_throughput_ratio": observed, "relative_error": observed / predicted - 1}
+            "observed_throughput_ratio": observed, "relative_error": observed / predicted - 1,
+            "within_5_percent": bool(abs(observed / predicted - 1) <= 0.05)}

@@ -31,7 +31,7 @@ GOOD = dict(schedule="packed", width=3, max_new_tokens=5)
     ({"width": 0}, [1, 2], r"width must be an int >= 1"),
     ({"width": 2.5}, [1, 2], r"width must be an int >= 1"),
     ({"max_new_tokens": -1}, [1, 2], r"max_new_tokens must be an int >= 0"),
-    ({"schedule": "tree"}, [1, 2], r"schedule must be one of \['ar', 'linear', 'quadratic', 'packed'\]"),
+    ({"schedule": "tree"}, [1, 2], r"schedule must be one of \['ar', 'linear', 'quadratic', 'packed', 'deer', 'ar_draft'\]"),
     ({"temperature": -0.1}, [1, 2], r"temperature must be a finite number >= 0"),
     ({"temperature": float("nan")}, [1, 2], r"temperature must be a finite number >= 0"),
     ({"eos_token_id": 10_000}, [1, 2], r"eos_token_id must be None or an int in \[0, 48\)"),

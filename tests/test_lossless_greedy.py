@@ -78,5 +78,5 @@ def test_float32_divergence_rate_is_reported(trained_hf_model):
     rate = diverged / total
     print(f"\nfloat32 speculative-vs-generate divergence: {diverged}/{total} = {rate:.1%}")
     if diverged:
-        warnings.warn(f"float32 greedy divergence from generate: {diverged}/{total} decodes ({rate:.1%})")
+        warnings.warn(f"float32 greedy divergence from generate: {diverged}/{total} decodes ({rate:.1%})", stacklevel=1)
     assert rate <= 0.10, f"float32 divergence {rate:.1%} is far above rounding-level ties"

@@ -5,7 +5,6 @@ experiment statistics (spec_lib.bench)."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -13,7 +12,7 @@ from spec_lib import bench, data, masks
 from spec_lib.checkpoints import load_dual_mode, load_model
 from spec_lib.losses import make_dual_mode_batch
 from spec_lib.toy import MarkovLM
-from spec_lib.train import ModelConfig, TrainConfig, cache_key, load, load_or_train, save, train
+from spec_lib.train import ModelConfig, TrainConfig, cache_key, load_or_train, train
 
 TINY_MODEL = ModelConfig(vocab_size=300, hidden_size=32, num_layers=1, num_heads=2, max_positions=512)
 TINY_TRAIN = TrainConfig(steps=4, batch_size=2, seq_len=64, width=7, widths=(3, 7), decay=4.0, max_files=3,
@@ -137,8 +136,19 @@ def test_paired_bootstrap_and_identity():
         assert row["tokens_per_nfe_ratio_low"] <= point <= row["tokens_per_nfe_ratio_high"]
     costs = bench.call_costs(runs)
     assert len(costs) == runs["nfe"].sum()
+    assert (costs.groupby((costs["call"] == 0).cumsum()).size() == runs["nfe"].to_numpy()).all()
     check = bench.cost_model_check(runs, "packed B=8", "linear B=8")
     assert np.isfinite(check["predicted_throughput_ratio"]) and check["observed_throughput_ratio"] > 0
+    # With an independent calibration (tau only) the prediction is tokens ratio x time-per-NFE ratio.
+    fixed = bench.cost_model_check(runs, "packed B=8", "linear B=8", calibration={"tau": 1e-3, "delta": 0.0})
+    both = bench.aggregate(runs, by=("method",)).set_index("method")
+    per_nfe = {m: 1e-3 + (both.loc[m, "wall"] - both.loc[m, "model"]) / both.loc[m, "nfe"]
+               for m in ("packed B=8", "linear B=8")}
+    expected = (both.loc["packed B=8", "tokens_per_nfe"] / both.loc["linear B=8", "tokens_per_nfe"]
+                * per_nfe["linear B=8"] / per_nfe["packed B=8"])
+    assert fixed["predicted_throughput_ratio"] == pytest.approx(expected)
+    assert fixed["calibration"] == "independent calibration"
+    assert fixed["within_5_percent"] == (abs(fixed["relative_error"]) <= 0.05)
 
 
 def test_drafter_accuracy_on_exact_marginals():
@@ -147,3 +157,11 @@ def test_drafter_accuracy_on_exact_marginals():
     assert list(table["offset"]) == [1, 2, 3, 4]
     assert table["accuracy"].iloc[0] == 1.0                                        # exact 1-step marginal
     assert (np.diff(table["all_correct_up_to"]) <= 0).all()
+
+
+def test_training_is_deterministic():
+    config = TrainConfig(steps=3, batch_size=2, seq_len=48, width=3, max_files=2, eval_every=3, eval_batches=1)
+    first, second = train(TINY_MODEL, config, progress=False), train(TINY_MODEL, config, progress=False)
+    assert first.history.drop(columns="seconds").equals(second.history.drop(columns="seconds"))
+    for a, b in zip(first.hf_model.parameters(), second.hf_model.parameters()):
+        assert torch.equal(a, b)

@@ -24,7 +24,11 @@ import torch
 from .. import verify
 from ..models import CallOutput, SpecModel  # noqa: F401  (SpecModel: the documented protocol)
 
+#: Schedules that need only the model (self-speculative, seed 000).
 SCHEDULES = ("ar", "linear", "quadratic", "packed")
+#: Schedules that draft with a separate model, and the drafter kind each one needs (seed 001).
+DRAFTER_SCHEDULES = {"deer": "diffusion", "ar_draft": "ar"}
+ALL_SCHEDULES = SCHEDULES + tuple(DRAFTER_SCHEDULES)
 SPEC_MODEL_API = ("vocab_size", "max_positions", "device", "reset", "call", "commit")
 
 #: Deliberately wrong variants of rejection sampling, for negative controls only.
@@ -89,15 +93,35 @@ def as_prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> torch
     return ids.to(device)
 
 
+def validate_drafter(model, schedule: str, drafter) -> None:
+    """A separate drafter is given exactly when the schedule needs one, of the right kind."""
+    needed = DRAFTER_SCHEDULES.get(schedule)
+    if needed is None:
+        if drafter is not None:
+            raise ValueError(f"drafter is only used by schedules {list(DRAFTER_SCHEDULES)}; "
+                             f"schedule {schedule!r} drafts with the model itself (pass drafter=None)")
+        return
+    if drafter is None:
+        raise ValueError(f"schedule {schedule!r} needs drafter= a {needed} drafter "
+                         f"(spec_lib.drafters.{'DiffusionDrafter' if needed == 'diffusion' else 'ARDrafter'})")
+    kind = getattr(drafter, "kind", None)
+    if kind != needed:
+        raise ValueError(f"schedule {schedule!r} needs a {needed} drafter, got {type(drafter).__name__} "
+                         f"(kind {kind!r})")
+    if drafter.vocab_size != model.vocab_size:
+        raise ValueError(f"drafter vocab_size {drafter.vocab_size} differs from the target's "
+                         f"{model.vocab_size}: drafter and target must share one tokenizer")
+
+
 def validate(model, prompt_ids, *, schedule, width, max_new_tokens, temperature, eos_token_id,
-             seed, draft_top_k, draft_top_p) -> torch.Tensor:
+             seed, draft_top_k, draft_top_p, drafter=None) -> torch.Tensor:
     """Check every argument of :func:`spec_lib.decode` before any model call."""
     if not all(hasattr(model, name) for name in SPEC_MODEL_API):      # (a Protocol check is slow)
         hint = (" (wrap a transformers model: spec_lib.models.DualModeLM(hf_model, mask_token_id))"
                 if hasattr(model, "config") else "")
         raise TypeError(f"model must implement spec_lib.models.SpecModel, got {type(model).__name__}{hint}")
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
+    if schedule not in ALL_SCHEDULES:
+        raise ValueError(f"schedule must be one of {list(ALL_SCHEDULES)}, got {schedule!r}")
     if not _is_int(width) or width < 1:
         raise ValueError(f"width must be an int >= 1 (the speculative width W), got {width!r}")
     if not _is_int(max_new_tokens) or max_new_tokens < 0:
@@ -115,6 +139,10 @@ def validate(model, prompt_ids, *, schedule, width, max_new_tokens, temperature,
     if draft_top_p is not None and (isinstance(draft_top_p, bool) or not isinstance(draft_top_p, numbers.Real)
                                     or not 0 < draft_top_p <= 1):
         raise ValueError(f"draft_top_p must be None or a number in (0, 1], got {draft_top_p!r}")
+    validate_drafter(model, schedule, drafter)
+    if schedule == "ar_draft" and (draft_top_k is not None or draft_top_p is not None):
+        raise ValueError("draft_top_k / draft_top_p are not supported with schedule 'ar_draft' "
+                         "(its Q is stored densely, one row per drafter pass)")
     prompt = as_prompt_tensor(prompt_ids, vocab, model.device)
     limit = model.max_positions
     if limit is not None:
@@ -137,7 +165,7 @@ class Decoding:
     def __init__(self, model: SpecModel, prompt: torch.Tensor, *, width: int, max_new_tokens: int,
                  temperature: float, eos_token_id: int | None, seed: int | None,
                  draft_top_k: int | None = None, draft_top_p: float | None = None,
-                 ablation: str | None = None) -> None:
+                 ablation: str | None = None, drafter=None) -> None:
         if ablation not in ABLATIONS:
             raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
         self.model = model
@@ -166,7 +194,13 @@ class Decoding:
         self.call_seconds: list[float] = []
         self.stopped = max_new_tokens == 0
         self._steps = torch.arange(width + 2, device=self.device)      # 0..W+1, for EOS search
+        self.drafter = drafter
+        self.drafter_nfe = 0
+        self.drafter_seconds = 0.0
+        self.drafter_rows_per_call: list[int] = []
         model.reset()
+        if drafter is not None:
+            drafter.reset()
 
     # ----- model calls ---------------------------------------------------------------------
     @property
@@ -187,6 +221,13 @@ class Decoding:
         self.model_seconds += out.seconds
         self.call_seconds.append(out.seconds)
         return out
+
+    def count_drafter(self, seconds: list[float], rows: list[int]) -> None:
+        """Account for separate-drafter passes (seed 001): their own NFE, inside model time."""
+        self.drafter_nfe += len(seconds)
+        self.drafter_seconds += sum(seconds)
+        self.model_seconds += sum(seconds)
+        self.drafter_rows_per_call += rows
 
     # ----- drafting (Eq. 3 / Algorithm 2 line 12) -----------------------------------------------
     def propose(self, draft_logits: torch.Tensor):
@@ -256,4 +297,10 @@ class Decoding:
         return DecodeResult(tokens=tokens, nfe=self.nfe, accepted=self.accepted,
                             rows_per_call=self.rows_per_call, model_seconds=self.model_seconds,
                             wall_seconds=time.perf_counter() - started,
-                            extras={"call_seconds": self.call_seconds, **extras})
+                            extras={"call_seconds": self.call_seconds, **self._drafter_extras(), **extras})
+
+    def _drafter_extras(self) -> dict:
+        if self.drafter is None:
+            return {}
+        return {"drafter_nfe": self.drafter_nfe, "drafter_seconds": self.drafter_seconds,
+                "drafter_rows_per_call": self.drafter_rows_per_call}

@@ -1,0 +1,205 @@
+"""DEER and the AR-drafter baseline (seed 001): lossless greedy decoding (float64, against
+``generate``), batched decoding equal to batch-1 decoding, exact sampling with q conditioned
+on the prefix only (chi-square against the exact law, with a negative control), bad input,
+and the D2A training batches."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from spec_lib import d2a, decode
+from spec_lib.batch import decode_batch
+from spec_lib.drafters import (
+    ARDrafter,
+    DiffusionDrafter,
+    ExactARDrafter,
+    ExactDiffusionDrafter,
+)
+from spec_lib.models import build_qwen3
+from spec_lib.toy import MarkovLM
+
+from .conftest import MASK_ID, VOCAB, as_dual, prompts
+from .test_lossless_greedy import references
+from .test_sampling import ALPHA, PROMPT, N, exact_law
+
+SEP_ID = VOCAB - 2          # a chain token reused as SEP by the test drafters (tests only)
+MAX_NEW = 24
+
+
+def _train(model, steps, make_batch, loss_fn, seed=0):
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        loss, _ = loss_fn(model, make_batch())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def drafters(trained_hf_model):
+    """A diffusion drafter (Stage I on chain samples) and a briefly trained AR drafter:
+    both right often enough that multi-token acceptance runs, wrong often enough to reject."""
+    chain = trained_hf_model.chain
+    rows = chain.sample_sequences(512, 48, seed=21)
+    gen = torch.Generator().manual_seed(0)
+    dllm = build_qwen3(VOCAB, hidden_size=64, num_layers=2, num_heads=4, max_positions=256, seed=3)
+
+    def stage1():
+        pick = torch.randint(0, rows.shape[0], (16,), generator=gen)
+        return d2a.continuation_batch(rows[pick, :16], rows[pick, 16:], stage=1, mask_token_id=MASK_ID,
+                                      sep_token_id=SEP_ID, pad_token_id=MASK_ID, generator=gen, context=16,
+                                      min_context=2, max_suffix=8, t_min=0.5, context_noise=0.0)
+
+    _train(dllm, 150, stage1, d2a.diffusion_loss)
+    ar = build_qwen3(VOCAB, hidden_size=32, num_layers=1, num_heads=4, max_positions=256, seed=4)
+    _train(ar, 25, lambda: d2a.ar_batch(rows[torch.randint(0, rows.shape[0], (16,), generator=gen)]),
+           lambda m, b: d2a.ar_loss(m, *b))
+    return dllm, ar
+
+
+def as_drafter(kind, hf_model, dtype=torch.float64):
+    hf_model = copy.deepcopy(hf_model).to(dtype)
+    return DiffusionDrafter(hf_model, MASK_ID, SEP_ID, context=16) if kind == "deer" else ARDrafter(hf_model)
+
+
+@pytest.mark.parametrize("schedule", ["deer", "ar_draft"])
+def test_greedy_outputs_match_generate_float64(schedule, trained_hf_model, drafters):
+    model = as_dual(trained_hf_model)
+    drafter = as_drafter(schedule, drafters[0] if schedule == "deer" else drafters[1])
+    cases = references(model.hf_model, prompts(12, seed=31, chain=trained_hf_model.chain))
+    accepted, rejected = 0, 0
+    for prompt, eos, expected in cases:
+        for k in (1, 4, 8):
+            res = decode(model, prompt, schedule=schedule, width=k, max_new_tokens=MAX_NEW, eos_token_id=eos,
+                         drafter=drafter)
+            assert res.tokens == expected, (schedule, k, eos, prompt.tolist())
+            assert sum(res.accepted) == len(res.tokens)
+            assert res.nfe == len(res.accepted)                   # one target pass per cycle
+            per_cycle = 1 if schedule == "deer" else k
+            assert res.extras["drafter_nfe"] == per_cycle * len(res.accepted)
+            accepted += sum(a > 1 for a in res.accepted)
+            rejected += sum(a <= k for a in res.accepted[:-1])
+    assert accepted > 20 and rejected > 20, (accepted, rejected)   # both paths ran
+
+
+@pytest.mark.parametrize("batch", [1, 4, 8])
+def test_batched_deer_equals_batch_one(batch, trained_hf_model, drafters):
+    model = as_dual(trained_hf_model)
+    drafter = as_drafter("deer", drafters[0])
+    items = prompts(batch, seed=40 + batch, chain=trained_hf_model.chain, low=1, high=14)
+    for eos in (None, 5):
+        for schedule in ("ar", "deer"):
+            use = drafter if schedule == "deer" else None
+            results, totals = decode_batch(model, items, schedule=schedule, width=6, max_new_tokens=MAX_NEW,
+                                           drafter=use, eos_token_id=eos)
+            assert totals["tokens"] == sum(len(r.tokens) for r in results)
+            for prompt, res in zip(items, results):
+                single = decode(model, prompt, schedule=schedule, width=6, max_new_tokens=MAX_NEW,
+                                eos_token_id=eos, drafter=use)
+                assert res.tokens == single.tokens, (schedule, eos, prompt.tolist())
+                assert res.accepted == single.accepted
+
+
+def test_batched_squeeze_and_leaving_sequences_keep_outputs(trained_hf_model, drafters):
+    """Long outputs force slot squeezing; mixed EOS makes sequences leave mid-way."""
+    model = as_dual(trained_hf_model)
+    drafter = as_drafter("deer", drafters[0])
+    items = prompts(6, seed=50, chain=trained_hf_model.chain)
+    results, _ = decode_batch(model, items, schedule="deer", width=8, max_new_tokens=120, drafter=drafter,
+                              eos_token_id=7)
+    for prompt, res in zip(items, results):
+        single = decode(model, prompt, schedule="deer", width=8, max_new_tokens=120, eos_token_id=7, drafter=drafter)
+        assert res.tokens == single.tokens
+
+
+def p_value(schedule, drafter, temperature=0.6, **kwargs):
+    from scipy import stats
+
+    toy = MarkovLM(4, seed=7)
+    law = exact_law(toy, temperature)
+    counts = dict.fromkeys(law, 0)
+    for i in range(N):
+        res = decode(toy, PROMPT, schedule=schedule, width=3, max_new_tokens=3, temperature=temperature, seed=i,
+                     drafter=drafter, **kwargs)
+        counts[tuple(res.tokens)] += 1
+    keys = list(law)
+    return stats.chisquare(np.array([counts[k] for k in keys]), N * np.array([law[k] for k in keys])).pvalue
+
+
+def _other_chain():
+    """A different chain (seed 8) with noise: q is far from p, so rejections are frequent."""
+    return MarkovLM(4, seed=8, draft_noise=0.3)
+
+
+def test_deer_sampling_follows_the_target_at_temperature_0_6():
+    assert p_value("deer", ExactDiffusionDrafter(_other_chain())) > ALPHA
+    assert p_value("deer", ExactDiffusionDrafter(_other_chain()), draft_top_k=2) > ALPHA
+
+
+def test_ar_draft_sampling_follows_the_target():
+    assert p_value("ar_draft", ExactARDrafter(_other_chain())) > ALPHA
+
+
+def test_deer_negative_control_is_caught():
+    assert p_value("deer", ExactDiffusionDrafter(_other_chain()), ablation="no_residual") < 1e-6
+
+
+def test_drafter_arguments_are_checked(trained_hf_model, drafters):
+    model = as_dual(trained_hf_model)
+    diffusion, ar = as_drafter("deer", drafters[0]), as_drafter("ar_draft", drafters[1])
+    bad = [dict(schedule="deer"), dict(schedule="deer", drafter=ar), dict(schedule="ar_draft", drafter=diffusion),
+           dict(schedule="packed", drafter=diffusion), dict(schedule="ar_draft", drafter=ar, draft_top_k=2),
+           dict(schedule="deer", drafter=ExactDiffusionDrafter(MarkovLM(5)))]
+    words = ["needs drafter", "needs a diffusion", "needs a ar", "only used by", "not supported", "vocab_size"]
+    for kwargs, word in zip(bad, words):
+        with pytest.raises(ValueError, match=word):
+            decode(model, [1, 2], width=2, max_new_tokens=4, **kwargs)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        decode_batch(model, [[1, 2]], schedule="packed", width=2, max_new_tokens=4)
+    with pytest.raises(ValueError, match="needs drafter"):
+        decode_batch(model, [[1, 2]], schedule="deer", width=2, max_new_tokens=4)
+    with pytest.raises(ValueError, match="sep_token_id"):
+        DiffusionDrafter(drafters[0], MASK_ID, VOCAB + 3)
+
+
+def test_stage_batches_follow_eq_1_to_4():
+    gen = torch.Generator().manual_seed(0)
+    prompts_, answers = torch.randint(4, 40, (64, 12)), torch.randint(4, 40, (64, 20))
+    kwargs = dict(mask_token_id=1, sep_token_id=2, pad_token_id=3, generator=gen, context=10, min_context=4,
+                  max_suffix=8, r_max=6, t_min=0.2, context_noise=0.0)
+    one = d2a.continuation_batch(prompts_, answers, stage=1, **kwargs)
+    full = torch.cat([prompts_, answers], 1)
+    for b in range(64):
+        cols = one.cols[one.rows == b]
+        sep = int(cols.min()) - 1
+        assert one.input_ids[b, sep] == 2 and (one.input_ids[b, cols] == 1).all()
+        assert 1 <= cols.numel() <= 8
+        ctx = one.input_ids[b, :sep]                               # the clean context ends where the suffix starts
+        start = next(e for e in range(12, 32) if torch.equal(full[b, e - sep: e], ctx)
+                     and torch.equal(full[b, e: e + cols.numel()], one.targets[one.rows == b]))
+        assert 12 < start + cols.numel() <= 32
+    w = one.weights[one.rows == 0]
+    assert torch.allclose(w, w[0].expand_as(w)) and 1 <= float(w[0]) <= 5          # 1/t, t in [0.2, 1]
+    two = d2a.continuation_batch(prompts_, answers, stage=2, alpha=1.5, **kwargs)
+    for b in range(64):
+        mine = two.rows == b
+        r = int(mine.sum())
+        assert 1 <= r <= 6
+        sep = int(two.cols[mine].min()) - 1
+        # Some answer end e: the R targets are answer[e - R: e] and the context ends right before them.
+        assert any(torch.equal(answers[b, e - r: e], two.targets[mine])
+                   and torch.equal(two.input_ids[b, :sep], full[b, 12 + e - r - sep: 12 + e - r]) for e in range(r + 1, 21))
+        ratios = two.weights[mine][:-1] / two.weights[mine][1:]
+        assert torch.allclose(ratios, torch.full_like(ratios, 1.5))                      # w_i = alpha^(R - i)
+    mdlm = d2a.masked_diffusion_batch(full, mask_token_id=1, generator=gen, t_min=0.2)
+    assert (mdlm.input_ids[mdlm.rows, mdlm.cols] == 1).all()
+    assert torch.equal(mdlm.targets, full[mdlm.rows, mdlm.cols])
+    with pytest.raises(ValueError, match="stage must be"):
+        d2a.continuation_batch(prompts_, answers, stage=3, **kwargs)
