@@ -77,7 +77,9 @@ def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_to
 
     Returns:
         ``(results, totals)``: one :class:`DecodeResult` per prompt (``nfe``, ``accepted``
-        per sequence; ``wall_seconds`` and ``model_seconds`` are the whole batch's) and
+        per sequence; the prompt is processed in a call of its own, so ``nfe`` is one more
+        than :func:`spec_lib.decode` counts for the same output; ``wall_seconds`` and
+        ``model_seconds`` are the whole batch's) and
         ``{"wall_seconds", "model_seconds", "tokens", "cycles"}`` of the batch.
     """
     if schedule not in BATCH_SCHEDULES:
