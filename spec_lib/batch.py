@@ -108,9 +108,9 @@ def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_to
         buffer[b, : p.numel()] = p
     prompt_lengths = lengths.clone()
     live = torch.arange(n_seq, device=device)                   # sequences still in the batch
-    nfe = [0] * n_seq
-    drafter_nfe = [0] * n_seq
-    accepted: list[list[int]] = [[] for _ in range(n_seq)]
+    live_host = list(range(n_seq))                              # the same, on the host
+    length_host = [p.numel() for p in items]                    # verified lengths, on the host
+    per_cycle: list[tuple[list[int], list[int]]] = []           # (live sequences, tokens appended)
     model_seconds = drafter_seconds = 0.0
     slots = _SlotCache(hf.config, n_seq, device)
 
@@ -136,15 +136,13 @@ def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_to
         visible |= torch.eye(context, dtype=torch.bool, device=device)[None]        # no empty row: no NaN
         forward(ids, cols[None, :].expand(n_seq, -1), visible)
         slots.append(real)
-        nfe = [1 if int(n) > 1 else 0 for n in lengths]
     steps = torch.arange(k + 1, device=device)
     causal = (steps[:, None] >= steps[None, :])[None]                               # (1, k+1, k+1)
-    cycles = 0
-    while live.numel():
+    while live_host:
         n_live = live.numel()
         last = buffer[live, lengths[live] - 1]                                      # (N,)
         if k:
-            prefixes = [buffer[b, : lengths[b]] for b in live.tolist()]
+            prefixes = [buffer[b, : length_host[b]] for b in live_host]
             start = time.perf_counter()
             logits_d, _, _ = drafter.propose_batch(prefixes, k)                     # (N, k, V)
             drafter_seconds += time.perf_counter() - start
@@ -170,35 +168,42 @@ def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_to
             ended = is_eos.any(1)
         else:
             ended = torch.zeros_like(a, dtype=torch.bool)
-        write = steps[None, :] < a[:, None]                                         # (N, k+1)
-        rows_, cols_ = write.nonzero(as_tuple=True)
-        buffer[live[rows_], lengths[live][rows_] + cols_] = choice[rows_, cols_]
+        # All k + 1 choices are written; those past the new length are never read and are
+        # overwritten later (the buffer has k + 2 spare columns).
+        buffer[live[:, None], lengths[live][:, None] + steps[None, :]] = choice
         lengths[live] += a
-        slots.append(write)                                 # [last, d^(1..a-1)] became verified
+        slots.append(steps[None, :] < a[:, None])           # [last, d^(1..a-1)] became verified
         done = ended | (lengths[live] - prompt_lengths[live] >= max_new_tokens)
         a_host, done_host = torch.stack([a, done.long()]).tolist()                  # the one host sync
-        cycles += 1
-        for j, b in enumerate(live.tolist()):
-            nfe[b] += 1
-            drafter_nfe[b] += 1 if k else 0
-            accepted[b].append(a_host[j])
+        per_cycle.append((live_host, a_host))
+        for b, appended in zip(live_host, a_host):
+            length_host[b] += appended
         if any(done_host):
-            keep = torch.tensor([j for j, d in enumerate(done_host) if not d], dtype=torch.long, device=device)
+            kept = [j for j, d in enumerate(done_host) if not d]
+            live_host = [live_host[j] for j in kept]
+            keep = torch.tensor(kept, dtype=torch.long, device=device)
             live = live[keep]
-            if live.numel():
+            if live_host:
                 slots.select(keep)
-        if live.numel() and slots.valid.shape[1] > 64 and slots.valid.float().mean() < 0.5:
+        # Valid slots per sequence = its verified length - 1, so the dead share is known on the host.
+        if live_host and slots.valid.shape[1] > 64 and \
+                sum(length_host[b] - 1 for b in live_host) < 0.5 * len(live_host) * slots.valid.shape[1]:
             slots.squeeze()
     wall = time.perf_counter() - started
+    accepted: list[list[int]] = [[] for _ in range(n_seq)]
+    for members, appended in per_cycle:
+        for b, a_b in zip(members, appended):
+            accepted[b].append(a_b)
     results = []
-    for b in range(n_seq):
-        extras = {"drafter_nfe": drafter_nfe[b]} if k else {}
-        results.append(DecodeResult(tokens=buffer[b, prompt_lengths[b]: lengths[b]].tolist(), nfe=nfe[b],
-                                    accepted=accepted[b], rows_per_call=[], model_seconds=model_seconds + drafter_seconds,
-                                    wall_seconds=wall, extras=extras))
+    for b, p in enumerate(items):
+        prefill = 1 if p.numel() > 1 else 0                     # the prompt-processing call
+        extras = {"drafter_nfe": len(accepted[b])} if k else {}
+        results.append(DecodeResult(tokens=buffer[b, p.numel(): length_host[b]].tolist(),
+                                    nfe=prefill + len(accepted[b]), accepted=accepted[b], rows_per_call=[],
+                                    model_seconds=model_seconds + drafter_seconds, wall_seconds=wall, extras=extras))
     totals = {"wall_seconds": wall, "model_seconds": model_seconds + drafter_seconds,
               "target_seconds": model_seconds, "drafter_seconds": drafter_seconds,
-              "tokens": int(sum(len(r.tokens) for r in results)), "cycles": cycles, "batch": n_seq}
+              "tokens": int(sum(len(r.tokens) for r in results)), "cycles": len(per_cycle), "batch": n_seq}
     return results, totals
 
 

@@ -113,7 +113,7 @@ def continuation_batch(prompts: torch.Tensor, answers: torch.Tensor, *, stage: i
     l_q = prompts.shape[1]
     width = int((ctx_len + 1 + suffix).max())
     ids = torch.full((n, width), pad_token_id, dtype=torch.long)
-    rows, cols, targets, weights = [], [], [], []
+    rows, cols, targets, weights, lengths = [], [], [], [], []
     for b in range(n):                    # per-row slicing of ragged pieces (training only)
         end = l_q + int(kept[b])
         c = min(int(ctx_len[b]), end)
@@ -130,8 +130,8 @@ def continuation_batch(prompts: torch.Tensor, answers: torch.Tensor, *, stage: i
         i = torch.arange(1, s + 1, dtype=torch.float32)
         w = alpha ** (s - i) if stage == 2 else torch.ones(s)
         weights.append(w / t[b])
-    lengths = torch.tensor([min(int(ctx_len[b]), l_q + int(kept[b])) + 1 + int(suffix[b]) for b in range(n)])
-    return DiffusionBatch(ids, padding_mask(lengths, width), torch.cat(rows), torch.cat(cols),
+        lengths.append(c + 1 + s)
+    return DiffusionBatch(ids, padding_mask(torch.tensor(lengths), width), torch.cat(rows), torch.cat(cols),
                           torch.cat(targets), torch.cat(weights))
 
 

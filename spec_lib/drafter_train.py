@@ -24,10 +24,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,8 +36,8 @@ from tqdm.auto import tqdm
 from . import d2a, data
 from .checkpoints import PRESETS
 from .models import DualModeLM, build_qwen3
-from .results import PACKAGE_DIR
-from .train import artifacts_dir, cache_key, load_or_train, windows
+from .results import atomic_directory
+from .train import artifacts_dir, cache_key, load_or_train, training_code_version, warmup_cosine, windows
 
 TRAINING_CODE = ("d2a.py", "drafter_train.py", "data.py", "train.py", "losses.py", "masks.py")
 
@@ -124,16 +120,9 @@ def stage2_name(alpha: float) -> str:
     return f"stage2_alpha{alpha:g}"
 
 
-def training_code_version() -> str:
-    digest = hashlib.sha256()
-    for name in TRAINING_CODE:
-        digest.update((PACKAGE_DIR / name).read_bytes())
-    return digest.hexdigest()[:12]
-
-
 def deer_cache_key(config: D2AConfig) -> str:
     target = cache_key(*PRESETS[config.target_preset])
-    blob = json.dumps({"config": asdict(config), "target": target, "code": training_code_version()}, sort_keys=True)
+    blob = json.dumps({"config": asdict(config), "target": target, "code": training_code_version(TRAINING_CODE)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -164,14 +153,7 @@ def _fit(model, name: str, steps: int, lr: float, warmup: int, make_batch, loss_
          eval_every: int, progress: bool) -> list[dict]:
     """AdamW, linear warm-up then cosine decay to 10%; held-out loss every ``eval_every`` steps."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        done = (step - warmup) / max(1, steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    schedule = warmup_cosine(optimizer, warmup, steps)
     history, started = [], time.perf_counter()
     model.train()
     bar = tqdm(range(steps), desc=name, disable=not progress, leave=False)
@@ -291,22 +273,13 @@ def train_deer(config: D2AConfig, progress: bool = True) -> DeerModels:
 
 def save_deer(models: DeerModels, path: Path) -> Path:
     """Every drafter with ``save_pretrained``, plus history and record, written atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    try:
+    with atomic_directory(path) as tmp:
         for name, hf_model in models.hf_models.items():
             hf_model.save_pretrained(tmp / name)
         models.history.to_csv(tmp / "history.csv", index=False)
         (tmp / "record.json").write_text(json.dumps(models.record, indent=2))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    models.path = path
-    return path
+    models.path = Path(path)
+    return models.path
 
 
 def load_deer(preset: str = "cpu", *, dtype: torch.dtype = torch.float32, device: str = "cpu",
@@ -321,7 +294,7 @@ def load_deer(preset: str = "cpu", *, dtype: torch.dtype = torch.float32, device
     if not (path / "record.json").exists():
         save_deer(train_deer(config, progress=progress), path)
     target = load_or_train(*PRESETS[config.target_preset], progress=progress)
-    names = [n for n in ["pretrained", "stage1", *map(stage2_name, config.alphas), "ar_distilled"]]
+    names = ["pretrained", "stage1", *map(stage2_name, config.alphas), "ar_distilled"]
     hf_models = {n: AutoModelForCausalLM.from_pretrained(path / n, local_files_only=True, dtype=dtype).to(device).eval()
                  for n in names}
     return DeerModels(DualModeLM(target.hf_model.to(device=device, dtype=dtype).eval(), target.mask_token_id),

@@ -11,10 +11,12 @@ Layout (relative to the output root, the repository unless ``SPEC_LIB_OUTPUT_ROO
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -81,6 +83,23 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextlib.contextmanager
+def atomic_directory(path: Path):
+    """Yield a temporary sibling directory to fill; on success it replaces ``path`` whole
+    (``os.replace``), on any error it is removed and ``path`` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _jsonable(value):

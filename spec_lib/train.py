@@ -16,8 +16,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +27,7 @@ from tqdm.auto import tqdm
 
 from . import data
 from .losses import dual_mode_loss, make_dual_mode_batch
-from .results import PACKAGE_DIR, output_root
+from .results import PACKAGE_DIR, atomic_directory, output_root
 
 TRAINING_CODE = ("data.py", "losses.py", "train.py", "masks.py")   # what the cache key hashes
 
@@ -94,9 +92,10 @@ def artifacts_dir() -> Path:
     return Path(os.environ.get("SPEC_LIB_ARTIFACTS", output_root() / "artifacts")).resolve()
 
 
-def training_code_version() -> str:
+def training_code_version(files: tuple[str, ...] = TRAINING_CODE) -> str:
+    """Hash of the library files a checkpoint depends on (part of its cache key)."""
     digest = hashlib.sha256()
-    for name in TRAINING_CODE:
+    for name in files:
         digest.update((PACKAGE_DIR / name).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -150,6 +149,17 @@ def heldout_loss(hf_model, batches, autocast: bool) -> dict[str, float]:
     return {k: float(np.mean([p[k] for p in parts])) for k in parts[0]}
 
 
+def warmup_cosine(optimizer, warmup: int, total_steps: int):
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 10% of the base rate."""
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        done = (step - warmup) / max(1, total_steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
 def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool = True) -> Trained:
     """Train from scratch: AdamW, linear warm-up then cosine decay, one dual-mode loss per step."""
     started = time.perf_counter()
@@ -172,13 +182,7 @@ def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool =
 
     total_steps = train_config.steps + train_config.distill_steps
 
-    def lr_factor(step: int) -> float:
-        if step < train_config.warmup:
-            return (step + 1) / train_config.warmup
-        progress_ = (step - train_config.warmup) / max(1, total_steps - train_config.warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    schedule = warmup_cosine(optimizer, train_config.warmup, total_steps)
     hf_model.train()
     history = []
     distilled = None
@@ -235,22 +239,13 @@ def greedy_continuations(hf_model, stream: np.ndarray, config: TrainConfig, gene
 
 def save(trained: Trained, path: Path) -> Path:
     """``save_pretrained`` model and tokenizer plus history and record, written atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    try:
+    with atomic_directory(path) as tmp:
         trained.hf_model.save_pretrained(tmp)
         trained.tokenizer.save_pretrained(tmp)
         trained.history.to_csv(tmp / "history.csv", index=False)
         (tmp / "record.json").write_text(json.dumps(trained.record, indent=2))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    trained.path = path
-    return path
+    trained.path = Path(path)
+    return trained.path
 
 
 def load(path: Path) -> Trained:

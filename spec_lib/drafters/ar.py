@@ -45,7 +45,8 @@ class ARDrafter:
         from transformers import DynamicCache
 
         self._cache = DynamicCache(config=self.config)
-        self._tokens = torch.empty(0, dtype=torch.long)        # what the cache holds, position by position
+        self._verified = 0                                  # cached prefix tokens (verified)
+        self._drafts = torch.empty(0, dtype=torch.long)     # cached draft tokens after them
 
     def _forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
         start = time.perf_counter()
@@ -65,17 +66,19 @@ class ARDrafter:
         Returns:
             ``(draft (k,), Q rows stacked or None, seconds per pass, rows per pass)``.
         """
-        cached = self._tokens.to(prefix.device)
-        n = min(cached.numel(), prefix.numel() - 1)         # keep >= 1 uncached token to feed
-        keep = 0
-        if n:
-            mismatch = cached[:n] != prefix[:n]
-            keep = int(torch.where(mismatch.any(), mismatch.long().argmax(), n))  # first mismatch
-        if keep < cached.numel():
-            self._cache.crop(keep - cached.numel())            # transformers 5: a negative count
+        # The verified prefix only grows within a decode, so only the cached drafts can be
+        # stale: keep those the verifier confirmed (and >= 1 uncached token to feed).
+        n = min(self._drafts.numel(), prefix.numel() - 1 - self._verified)
+        confirmed = 0
+        if n > 0:
+            mismatch = self._drafts[:n].to(prefix.device) != prefix[self._verified: self._verified + n]
+            confirmed = int(torch.where(mismatch.any(), mismatch.long().argmax(), n))   # first mismatch
+        keep = self._verified + confirmed
+        if confirmed < self._drafts.numel():
+            self._cache.crop(confirmed - self._drafts.numel())    # transformers 5: a negative count
         tokens, qs, seconds, rows = [], [], [], []
         feed = prefix[keep:]
-        for i in range(k):
+        for _ in range(k):
             logits, sec = self._forward(feed)
             seconds.append(sec)
             rows.append(int(feed.numel()))
@@ -85,7 +88,7 @@ class ARDrafter:
             feed = token
         draft = torch.cat(tokens)
         # The cache now holds the prefix and d^(1..k-1) (d^(k) was never fed).
-        self._tokens = torch.cat([prefix, draft[:-1]])
+        self._verified, self._drafts = prefix.numel(), draft[:-1]
         q_stored = None if qs[0] is None else torch.cat(qs)
         return draft, q_stored, seconds, rows
 

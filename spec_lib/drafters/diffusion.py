@@ -52,6 +52,7 @@ class DiffusionDrafter:
         self.context = context
         self.max_positions = limit
         self._masks: dict[tuple, torch.Tensor] = {}
+        self._tails: dict[tuple, torch.Tensor] = {}
 
     @property
     def device(self) -> torch.device:
@@ -59,6 +60,14 @@ class DiffusionDrafter:
 
     def reset(self) -> None:
         """Nothing is cached between cycles (bidirectional prefix)."""
+
+    def _tail(self, k: int, device: torch.device) -> torch.Tensor:
+        """``[SEP, MASK * k]``, built once per (k, device)."""
+        key = (k, device)
+        tail = self._tails.get(key)
+        if tail is None:
+            tail = self._tails[key] = torch.tensor([self.sep_token_id] + [self.mask_token_id] * k, device=device)
+        return tail
 
     def _full_mask(self, rows: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         key = (rows, dtype, device)
@@ -71,8 +80,7 @@ class DiffusionDrafter:
         """``(logits (k, V), seconds, rows)`` of q_theta(. | prefix) at the k masked positions."""
         if self.context is not None:
             prefix = prefix[-self.context:]
-        tail = torch.tensor([self.sep_token_id] + [self.mask_token_id] * k, device=prefix.device)
-        ids = torch.cat([prefix, tail])[None]
+        ids = torch.cat([prefix, self._tail(k, prefix.device)])[None]
         parameter = next(self.hf_model.parameters())
         mask = self._full_mask(ids.shape[1], parameter.dtype, parameter.device)
         start = time.perf_counter()
