@@ -26,8 +26,9 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from spec_lib import decode
+from spec_lib.io import atomic_write_bytes
 from spec_lib.models import DualModeLM, build_qwen3
-from spec_lib.results import atomic_write_bytes, code_version
+from spec_lib.provenance import code_key
 
 CASES = [("ar", 31), ("linear", 31), ("packed", 31), ("quadratic", 7)]
 TARGETS = {"ar": 0.10, "linear": 0.10, "packed": 0.10, "quadratic": 0.20}
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
         speed_ratio.append(gen_wall / wall["ar"])           # same tokens: ratio of tokens/s
 
     n_params = sum(p.numel() for p in hf_model.parameters())
-    report = {"code_version": code_version(), "params_millions": n_params / 1e6, "args": vars(args),
+    report = {"code_version": code_key(["spec_lib.schedules", "spec_lib.models"]), "params_millions": n_params / 1e6, "args": vars(args),
               "torch_threads": torch.get_num_threads(), "identical_to_generate": identical,
               "non_model_share": {}, "ar_over_generate_tokens_per_s": None}
     print(f"\nQwen3 {n_params / 1e6:.1f}M params, {args.prompts} prompts x {args.new_tokens} new tokens, "

@@ -20,9 +20,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from spec_lib.checkpoints import PRESETS
-from spec_lib.losses import dual_mode_loss, make_dual_mode_batch
-from spec_lib.train import build_model
+from spec_lib.training.dual_mode import dual_mode_loss, make_dual_mode_batch
+from spec_lib.training.self_speculative import PRESETS, build_model
 
 
 def step_seconds(model, optimizer, batch, bf16: bool) -> float:
@@ -69,7 +68,7 @@ def main(argv=None) -> int:
               "steps": args.steps, "batch": args.batch, "seq_len": args.seq_len, "threads": torch.get_num_threads()}
     print(json.dumps(report, indent=2))
     if args.out:
-        from spec_lib.results import atomic_write_bytes
+        from spec_lib.io import atomic_write_bytes
 
         atomic_write_bytes(args.out, json.dumps(report, indent=2).encode())
     return 0

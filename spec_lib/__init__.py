@@ -1,13 +1,20 @@
 """spec_lib: speculative decoding with diffusion drafting (Packed-SS, DEER, DEdit).
 
-Public entry points:
-  * :func:`decode` and :class:`DecodeResult` (``spec_lib.schedules``)
-  * :class:`spec_lib.models.DualModeLM`: shared-weight AR + diffusion adapter
-  * :class:`spec_lib.toy.MarkovLM`: exact toy model
-  * ``spec_lib.masks``: layouts and attention masks; ``spec_lib.verify``: verification
+Layers (the decoding core never imports ``training``, ``studies`` or ``notebook``; a test
+checks the imports):
+
+  * core: :mod:`~spec_lib.masks` (predicates, call kinds, layouts), :mod:`~spec_lib.verify`,
+    :mod:`~spec_lib.models` (the model seam), :mod:`~spec_lib.architectures`,
+    :mod:`~spec_lib.toy` (exact models), :mod:`~spec_lib.schedules` (:func:`decode`),
+    :mod:`~spec_lib.drafters`, :mod:`~spec_lib.batch`;
+  * :mod:`~spec_lib.training`: data, objectives, the loop, pipelines, checkpoints;
+  * :mod:`~spec_lib.studies`: the experiments and proof checks behind the notebooks;
+  * :mod:`~spec_lib.notebook`: parameters, results, figures and the runner.
+
+Public entry points: :func:`decode` and :class:`DecodeResult`; ``SCHEDULES``.
 """
 
 from .schedules import SCHEDULES, DecodeResult, decode
 
 __all__ = ["decode", "DecodeResult", "SCHEDULES"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -9,17 +9,24 @@ shared by all sequences, and a boolean ``valid`` matrix says which slots of each
 hold verified tokens.  Every cycle appends k + 1 slots for every live sequence ([last,
 d^(1..k)], each at its own position ids) and marks the first a_b of them valid: the same
 "keep the verified prefix except its last token" rule as :class:`spec_lib.models.VerifiedCache`.
-Invalid slots are masked out (additive mask per sequence) and squeezed out when they make
-up half the cache; finished sequences leave the batch.  One host sync per cycle.
+Invalid slots are masked out (:func:`spec_lib.masks.predicates.slot_visible`) and squeezed
+out when they make up half the cache; finished sequences leave the batch.  One host sync
+per cycle.
+
+:func:`decode_batch` = argument checks (the same as :func:`spec_lib.decode`'s), then
+:func:`_prefill`, then :func:`_cycle` until every sequence stops, then :func:`_results`.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import torch
 
-from .schedules.common import DecodeResult, as_prompt_tensor
+from .masks.predicates import causal_visible, padded_visible, slot_visible, to_additive
+from .schedules import SCHEDULE_SPECS, DecodeResult
+from .schedules.validation import validate
 
 BATCH_SCHEDULES = ("ar", "deer")
 
@@ -32,14 +39,6 @@ class _SlotCache:
 
         self.cache = DynamicCache(config=config)
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
-
-    def mask(self, new_visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """``(N, 1, n, slots + n)`` additive mask: valid slots of the own sequence, then the
-        ``(N, n, n)`` visibility among the new rows."""
-        n = new_visible.shape[-1]
-        visible = torch.cat([self.valid[:, None, :].expand(-1, n, -1), new_visible], dim=2)
-        mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
-        return mask.masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
 
     def append(self, keep: torch.Tensor) -> None:
         """The slots of the last call: ``keep (N, n)`` says which hold verified tokens."""
@@ -62,17 +61,52 @@ class _SlotCache:
         self.valid = torch.arange(width, device=counts.device)[None, :] < counts[:, None]
 
 
+@dataclass
+class _Batch:
+    """State of one batched decode (host-side lists avoid per-sequence device syncs)."""
+
+    target: object
+    drafter: object
+    k: int
+    max_new_tokens: int
+    eos: int | None
+    items: list[torch.Tensor]
+    buffer: torch.Tensor                       # (N, longest prompt + L + k + 2) token ids
+    lengths: torch.Tensor                      # (N,) verified lengths, on the device
+    prompt_lengths: torch.Tensor
+    slots: _SlotCache
+    live: torch.Tensor                         # sequences still in the batch, on the device
+    live_host: list[int]
+    length_host: list[int]
+    per_cycle: list[tuple[list[int], list[int]]] = field(default_factory=list)   # (live, appended)
+    model_seconds: float = 0.0
+    drafter_seconds: float = 0.0
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, new_visible: torch.Tensor) -> torch.Tensor:
+        """Target forward of new rows over the slot cache (one NFE per live sequence)."""
+        dtype = self.target.dtype
+        mask = to_additive(slot_visible(self.slots.valid, new_visible), dtype)[:, None]   # (N, 1, n, slots+n)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            logits = self.target.hf_model(input_ids=ids, position_ids=positions, attention_mask=mask,
+                                          cache=self.slots.cache, use_cache=True).logits
+            if logits.is_cuda:
+                torch.cuda.synchronize(logits.device)
+        self.model_seconds += time.perf_counter() - start
+        return logits
+
+
 def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_tokens: int, drafter=None,
                  eos_token_id: int | None = None) -> tuple[list[DecodeResult], dict]:
     """Greedy decoding of several prompts together.
 
     Args:
         target: a :class:`spec_lib.models.DualModeLM` (its ``hf_model`` is used causally).
-        prompts: list of non-empty token-id sequences (ragged).
+        prompts: non-empty list of non-empty token-id sequences (ragged).
         schedule: ``"ar"`` or ``"deer"`` (needs ``drafter``, a
             :class:`spec_lib.drafters.DiffusionDrafter`).
         width: block size k of the drafter (ignored by ``ar``).
-        max_new_tokens: output limit per sequence.
+        max_new_tokens: output limit per sequence (0: empty outputs, no call).
         eos_token_id: a sequence stops at its first accepted EOS.
 
     Returns:
@@ -81,129 +115,135 @@ def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_to
         than :func:`spec_lib.decode` counts for the same output; ``wall_seconds`` and
         ``model_seconds`` are the whole batch's) and
         ``{"wall_seconds", "model_seconds", "tokens", "cycles"}`` of the batch.
+
+    Raises:
+        ValueError / TypeError: as :func:`spec_lib.decode`, before any model call.
     """
-    if schedule not in BATCH_SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(BATCH_SCHEDULES)}, got {schedule!r}")
-    if schedule == "deer" and getattr(drafter, "kind", None) != "diffusion":
-        raise ValueError("schedule 'deer' needs drafter= a spec_lib.drafters.DiffusionDrafter")
-    if schedule == "ar" and drafter is not None:
-        raise ValueError("schedule 'ar' takes no drafter")
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"width must be an int >= 1, got {width!r}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    if not prompts:
+    started = time.perf_counter()
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
         raise ValueError("prompts must be a non-empty list of token-id sequences")
+    items = validate(target, list(prompts), schedule=schedule,
+                     schedules={s: SCHEDULE_SPECS[s] for s in BATCH_SCHEDULES}, width=width,
+                     max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos_token_id, seed=None,
+                     drafter=drafter, prompt_name="prompts[i]")
     if not hasattr(target, "hf_model"):
         raise TypeError(f"target must be a spec_lib.models.DualModeLM, got {type(target).__name__}")
-    started = time.perf_counter()
-    hf = target.hf_model
-    device, dtype = target.device, target.dtype
-    items = [as_prompt_tensor(p, target.vocab_size, device) for p in prompts]
-    k = width if schedule == "deer" else 0
+    if getattr(drafter, "draft_logits_batch", None) is None and drafter is not None:
+        raise ValueError(f"schedule 'deer' batches a drafter with draft_logits_batch "
+                         f"(spec_lib.drafters.DiffusionDrafter), got {type(drafter).__name__}")
+    state = _start(target, drafter, items, int(width) if schedule == "deer" else 0, int(max_new_tokens),
+                   None if eos_token_id is None else int(eos_token_id))
+    if state.max_new_tokens > 0:
+        _prefill(state)
+        while state.live_host:
+            _cycle(state)
+    return _results(state, time.perf_counter() - started)
+
+
+def _start(target, drafter, items, k, max_new_tokens, eos) -> _Batch:
+    device = target.device
+    target.hf_model.eval()
+    if drafter is not None:
+        drafter.reset()
     n_seq = len(items)
     lengths = torch.tensor([p.numel() for p in items], device=device)
     buffer = torch.zeros(n_seq, int(lengths.max()) + max_new_tokens + k + 2, dtype=torch.long, device=device)
     for b, p in enumerate(items):
         buffer[b, : p.numel()] = p
-    prompt_lengths = lengths.clone()
-    live = torch.arange(n_seq, device=device)                   # sequences still in the batch
-    live_host = list(range(n_seq))                              # the same, on the host
-    length_host = [p.numel() for p in items]                    # verified lengths, on the host
-    per_cycle: list[tuple[list[int], list[int]]] = []           # (live sequences, tokens appended)
-    model_seconds = drafter_seconds = 0.0
-    slots = _SlotCache(hf.config, n_seq, device)
+    return _Batch(target, drafter, k, max_new_tokens, eos, items, buffer, lengths, lengths.clone(),
+                  _SlotCache(target.hf_model.config, n_seq, device), torch.arange(n_seq, device=device),
+                  list(range(n_seq)) if max_new_tokens else [], [p.numel() for p in items])
 
-    def forward(ids, positions, new_visible):
-        nonlocal model_seconds
-        mask = slots.mask(new_visible, dtype)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            logits = hf(input_ids=ids, position_ids=positions, attention_mask=mask, cache=slots.cache,
-                        use_cache=True).logits
-            if logits.is_cuda:
-                torch.cuda.synchronize(logits.device)
-        model_seconds += time.perf_counter() - start
-        return logits
 
-    # Prompt processing: every context token except the last (one NFE per sequence).
-    context = int((lengths - 1).max())
-    if context:
-        cols = torch.arange(context, device=device)
-        real = cols[None, :] < (lengths - 1)[:, None]                               # (N, C)
-        ids = torch.where(real, buffer[:, :context], 0)
-        visible = (cols[None, :, None] >= cols[None, None, :]) & real[:, None, :]   # causal, real keys
-        visible |= torch.eye(context, dtype=torch.bool, device=device)[None]        # no empty row: no NaN
-        forward(ids, cols[None, :].expand(n_seq, -1), visible)
-        slots.append(real)
+def _prefill(state: _Batch) -> None:
+    """Prompt processing: every context token except the last (one NFE per sequence)."""
+    context = int((state.lengths - 1).max())
+    if not context:
+        return
+    device = state.buffer.device
+    n_seq = state.buffer.shape[0]
+    cols = torch.arange(context, device=device)
+    real = cols[None, :] < (state.lengths - 1)[:, None]                              # (N, C) right-padded
+    ids = torch.where(real, state.buffer[:, :context], 0)
+    visible = padded_visible(state.lengths - 1, context, causal=True)               # causal over real keys
+    state.forward(ids, cols[None, :].expand(n_seq, -1), visible)
+    state.slots.append(real)
+
+
+def _cycle(state: _Batch) -> None:
+    """One draft-verify cycle of every live sequence; the one host sync of the cycle."""
+    k, live, device = state.k, state.live, state.buffer.device
+    n_live = live.numel()
     steps = torch.arange(k + 1, device=device)
-    causal = (steps[:, None] >= steps[None, :])[None]                               # (1, k+1, k+1)
-    while live_host:
-        n_live = live.numel()
-        last = buffer[live, lengths[live] - 1]                                      # (N,)
-        if k:
-            prefixes = [buffer[b, : length_host[b]] for b in live_host]
-            start = time.perf_counter()
-            logits_d, _, _ = drafter.propose_batch(prefixes, k)                     # (N, k, V)
-            drafter_seconds += time.perf_counter() - start
-            draft = logits_d.argmax(-1)                                             # (N, k)
-            ids = torch.cat([last[:, None], draft], 1)
-        else:
-            draft = None
-            ids = last[:, None]
-        positions = (lengths[live] - 1)[:, None] + steps[None, : k + 1]
-        logits = forward(ids, positions, causal.expand(n_live, -1, -1))
-        choice = logits.argmax(-1)                                                  # (N, k+1)
-        if k:
-            h = torch.cumprod((draft == choice[:, :k]).long(), 1).sum(1)            # matched drafts
-        else:
-            h = torch.zeros(n_live, dtype=torch.long, device=device)
-        # Ending condition per sequence: a = min(h + 1, L - generated, first EOS + 1).
-        room = max_new_tokens - (lengths[live] - prompt_lengths[live])
-        a = torch.minimum(h + 1, room)
-        if eos_token_id is not None:
-            is_eos = (choice == eos_token_id) & (steps[None, :] < a[:, None])
-            first = torch.where(is_eos.any(1), is_eos.long().argmax(1), k + 1)
-            a = torch.minimum(a, first + 1)
-            ended = is_eos.any(1)
-        else:
-            ended = torch.zeros_like(a, dtype=torch.bool)
-        # All k + 1 choices are written; those past the new length are never read and are
-        # overwritten later (the buffer has k + 2 spare columns).
-        buffer[live[:, None], lengths[live][:, None] + steps[None, :]] = choice
-        lengths[live] += a
-        slots.append(steps[None, :] < a[:, None])           # [last, d^(1..a-1)] became verified
-        done = ended | (lengths[live] - prompt_lengths[live] >= max_new_tokens)
-        a_host, done_host = torch.stack([a, done.long()]).tolist()                  # the one host sync
-        per_cycle.append((live_host, a_host))
-        for b, appended in zip(live_host, a_host):
-            length_host[b] += appended
-        if any(done_host):
-            kept = [j for j, d in enumerate(done_host) if not d]
-            live_host = [live_host[j] for j in kept]
-            keep = torch.tensor(kept, dtype=torch.long, device=device)
-            live = live[keep]
-            if live_host:
-                slots.select(keep)
-        # Valid slots per sequence = its verified length - 1, so the dead share is known on the host.
-        if live_host and slots.valid.shape[1] > 64 and \
-                sum(length_host[b] - 1 for b in live_host) < 0.5 * len(live_host) * slots.valid.shape[1]:
-            slots.squeeze()
-    wall = time.perf_counter() - started
+    last = state.buffer[live, state.lengths[live] - 1]                               # (N,)
+    if k:
+        prefixes = [state.buffer[b, : state.length_host[b]] for b in state.live_host]
+        start = time.perf_counter()
+        logits_d, _, _ = state.drafter.draft_logits_batch(prefixes, k)              # (N, k, V)
+        state.drafter_seconds += time.perf_counter() - start
+        draft = logits_d.argmax(-1)                                                 # (N, k)
+        ids = torch.cat([last[:, None], draft], 1)
+    else:
+        draft = None
+        ids = last[:, None]
+    positions = (state.lengths[live] - 1)[:, None] + steps[None, :]
+    logits = state.forward(ids, positions, causal_visible(k + 1, device)[None].expand(n_live, -1, -1))
+    choice = logits.argmax(-1)                                                      # (N, k+1)
+    if k:
+        h = torch.cumprod((draft == choice[:, :k]).long(), 1).sum(1)                # matched drafts
+    else:
+        h = torch.zeros(n_live, dtype=torch.long, device=device)
+    # Ending condition per sequence: a = min(h + 1, L - generated, first EOS + 1).
+    room = state.max_new_tokens - (state.lengths[live] - state.prompt_lengths[live])
+    a = torch.minimum(h + 1, room)
+    if state.eos is not None:
+        is_eos = (choice == state.eos) & (steps[None, :] < a[:, None])
+        first = torch.where(is_eos.any(1), is_eos.long().argmax(1), k + 1)
+        a = torch.minimum(a, first + 1)
+        ended = is_eos.any(1)
+    else:
+        ended = torch.zeros_like(a, dtype=torch.bool)
+    # All k + 1 choices are written; those past the new length are never read and are
+    # overwritten later (the buffer has k + 2 spare columns).
+    state.buffer[live[:, None], state.lengths[live][:, None] + steps[None, :]] = choice
+    state.lengths[live] += a
+    state.slots.append(steps[None, :] < a[:, None])            # [last, d^(1..a-1)] became verified
+    done = ended | (state.lengths[live] - state.prompt_lengths[live] >= state.max_new_tokens)
+    a_host, done_host = torch.stack([a, done.long()]).tolist()                      # the one host sync
+    state.per_cycle.append((state.live_host, a_host))
+    for b, appended in zip(state.live_host, a_host):
+        state.length_host[b] += appended
+    if any(done_host):
+        kept = [j for j, d in enumerate(done_host) if not d]
+        state.live_host = [state.live_host[j] for j in kept]
+        keep = torch.tensor(kept, dtype=torch.long, device=device)
+        state.live = live[keep]
+        if state.live_host:
+            state.slots.select(keep)
+    # Valid slots per sequence = its verified length - 1, so the dead share is known on the host.
+    if state.live_host and state.slots.valid.shape[1] > 64 and \
+            sum(state.length_host[b] - 1 for b in state.live_host) < 0.5 * len(state.live_host) * state.slots.valid.shape[1]:
+        state.slots.squeeze()
+
+
+def _results(state: _Batch, wall: float) -> tuple[list[DecodeResult], dict]:
+    """Per-sequence results (accepted per cycle, NFE) and batch totals."""
+    n_seq = len(state.items)
     accepted: list[list[int]] = [[] for _ in range(n_seq)]
-    for members, appended in per_cycle:
+    for members, appended in state.per_cycle:
         for b, a_b in zip(members, appended):
             accepted[b].append(a_b)
     results = []
-    for b, p in enumerate(items):
-        prefill = 1 if p.numel() > 1 else 0                     # the prompt-processing call
-        extras = {"drafter_nfe": len(accepted[b])} if k else {}
-        results.append(DecodeResult(tokens=buffer[b, p.numel(): length_host[b]].tolist(),
+    total_model = state.model_seconds + state.drafter_seconds
+    for b, p in enumerate(state.items):
+        prefill = 1 if p.numel() > 1 and state.max_new_tokens else 0      # the prompt-processing call
+        extras = {"drafter_nfe": len(accepted[b])} if state.k else {}
+        results.append(DecodeResult(tokens=state.buffer[b, p.numel(): state.length_host[b]].tolist(),
                                     nfe=prefill + len(accepted[b]), accepted=accepted[b], rows_per_call=[],
-                                    model_seconds=model_seconds + drafter_seconds, wall_seconds=wall, extras=extras))
-    totals = {"wall_seconds": wall, "model_seconds": model_seconds + drafter_seconds,
-              "target_seconds": model_seconds, "drafter_seconds": drafter_seconds,
-              "tokens": int(sum(len(r.tokens) for r in results)), "cycles": len(per_cycle), "batch": n_seq}
+                                    model_seconds=total_model, wall_seconds=wall, extras=extras))
+    totals = {"wall_seconds": wall, "model_seconds": total_model, "target_seconds": state.model_seconds,
+              "drafter_seconds": state.drafter_seconds, "tokens": int(sum(len(r.tokens) for r in results)),
+              "cycles": len(state.per_cycle), "batch": n_seq}
     return results, totals
 
 
@@ -234,3 +274,10 @@ def batch_throughput(target, drafter, prompts: list, *, batch_sizes, width: int,
     table = pd.DataFrame(rows).groupby(["batch", "method"], sort=False)[["tokens", "wall_seconds", "cycles"]].sum()
     table["tokens_per_s"] = table["tokens"] / table["wall_seconds"]
     return table.reset_index(), pd.DataFrame(outputs)
+
+
+def batch_identity(outputs):
+    """Per (batch size, method): how many batched outputs equal the same prompt's batch-1 output."""
+    single = outputs[outputs["batch"] == 1].set_index(["method", "prompt"])["output"]
+    same = [out == single.get((m, p)) for m, p, out in zip(outputs["method"], outputs["prompt"], outputs["output"])]
+    return outputs.assign(same=same).groupby(["batch", "method"])["same"].agg(same="sum", responses="size").reset_index()

@@ -1,8 +1,8 @@
 """Model adapters: the one seam between schedules and models.
 
-A schedule asks a model for one *call*, described logically (``kind`` from
-:data:`spec_lib.masks.CALL_KINDS`, the verified prefix, the draft to verify) and gets back
-target logits per verify position, drafter logits per draft position, the number of rows
+A schedule asks a model for one *call*, described logically (a registered call kind from
+:mod:`spec_lib.masks.calls`, the verified prefix, the draft to verify) and gets back target
+logits per verify position, drafter logits per draft position, the number of rows
 evaluated and the seconds spent in the forward pass.  After verification it tells the
 model how many tokens were appended (:meth:`commit`), and the model keeps in its KV cache
 exactly the verified prefix except its last token (seed 000, App. D.1 "Cache update").
@@ -10,17 +10,26 @@ exactly the verified prefix except its last token (seed 000, App. D.1 "Cache upd
 :class:`DualModeLM` implements this for a transformers causal LM whose AR and diffusion
 modes differ only by the attention mask (seed 000, Sec. 2.2 "Shared-weight drafting and
 verification"; App. D.1).  :class:`spec_lib.toy.MarkovLM` implements it exactly.
+
+Decode state (KV cache, verified length) is kept **per thread**: one model object can serve
+several threads that decode at the same time, each with its own cache (the weights are only
+read).  Within one thread, decodes run one after another.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from . import masks
+from .architectures import attention_window, build_qwen3, check_architecture
+
+__all__ = ["CallOutput", "DualModeLM", "SpecModel", "VerifiedCache", "build_qwen3", "protocol_members"]
 
 
 @dataclass
@@ -58,6 +67,13 @@ class SpecModel(Protocol):
     def commit(self, n_appended: int) -> None: ...
 
 
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The attribute and method names a Protocol declares (what duck-typed checks look for)."""
+    names = list(getattr(protocol, "__annotations__", {}))
+    names += [n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")]
+    return tuple(dict.fromkeys(names))
+
+
 class VerifiedCache:
     """Bookkeeping of which tokens the cache holds: the verified prefix except its last.
 
@@ -90,55 +106,85 @@ class VerifiedCache:
         return keep, rows - keep
 
 
-def build_qwen3(vocab_size: int, *, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
-                max_positions: int = 512, seed: int = 0, dtype: torch.dtype = torch.float32):
-    """A randomly initialised ``Qwen3ForCausalLM`` built offline from a config (no hub access)."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+class PerThreadState:
+    """Mixin: the decode state returned by ``_new_state()`` is kept per thread."""
 
-    if hidden_size % num_heads:
-        raise ValueError(f"hidden_size must be divisible by num_heads, got {hidden_size} and {num_heads}")
-    config = Qwen3Config(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=3 * hidden_size,
-                         num_hidden_layers=num_layers, num_attention_heads=num_heads,
-                         num_key_value_heads=max(1, num_heads // 2), head_dim=hidden_size // num_heads,
-                         max_position_embeddings=max_positions, tie_word_embeddings=True)
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        model = Qwen3ForCausalLM(config).to(dtype).eval()
-    finally:
-        torch.random.set_rng_state(generator_state)
-    return model
+    _local_lock = threading.Lock()
+
+    def _thread_local(self) -> threading.local:
+        local = self.__dict__.get("_local")
+        if local is None:
+            with PerThreadState._local_lock:
+                local = self.__dict__.setdefault("_local", threading.local())
+        return local
+
+    @property
+    def state(self):
+        """This thread's decode state (created on first use)."""
+        local = self._thread_local()
+        state = getattr(local, "state", None)
+        if state is None:
+            state = local.state = self._new_state()
+        return state
+
+    def reset(self) -> None:
+        """Start a new sequence in this thread."""
+        self._thread_local().state = self._new_state()
+
+    def _new_state(self):
+        return VerifiedCache()
+
+    def __getstate__(self) -> dict:                   # thread-local state is not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "_local"}
 
 
-class DualModeLM:
+@dataclass
+class _Session:
+    """One thread's decode state of a :class:`DualModeLM`."""
+
+    verified: VerifiedCache
+    cache: object                                    # transformers DynamicCache
+    dtype: torch.dtype
+    device: torch.device
+
+
+def _is_token_id(value, vocab: int) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < vocab
+
+
+class DualModeLM(PerThreadState):
     """A shared-weight AR + diffusion model driven by attention masks alone.
 
     Causal rows predict the next token (shifted); MASK rows in a proposal block predict
     the token at their own position (unshifted), App. D.1.
 
+    Every decode runs the model in eval mode: :meth:`reset` (called at the start of each
+    decode) switches a model that was put back into ``train()`` to ``eval()``, so dropout
+    never changes an output.
+
     Args:
-        hf_model: a transformers causal LM (e.g. ``Qwen3ForCausalLM``) that accepts a 4D
-            additive ``attention_mask``, explicit ``position_ids`` and a ``cache``.
+        hf_model: a transformers causal LM (one of
+            :data:`spec_lib.architectures.TESTED_MODEL_TYPES`; ALiBi models are rejected)
+            that accepts a 4D additive ``attention_mask``, explicit ``position_ids`` and a
+            ``cache``.
         mask_token_id: id of the MASK token, in ``[0, vocab_size)``.
     """
 
     def __init__(self, hf_model, mask_token_id: int) -> None:
         config = getattr(hf_model, "config", None)
-        if config is None or not callable(hf_model):
+        if config is None or not callable(hf_model) or not hasattr(hf_model, "parameters"):
             raise TypeError(f"hf_model must be a transformers causal LM, got {type(hf_model).__name__}")
         vocab = int(config.vocab_size)
-        if isinstance(mask_token_id, bool) or not isinstance(mask_token_id, int) \
-                or not 0 <= mask_token_id < vocab:
+        if not _is_token_id(mask_token_id, vocab):
             raise ValueError(f"mask_token_id must be an int in [0, {vocab}) (the model's vocabulary), "
                              f"got {mask_token_id!r}")
+        check_architecture(config)
         self.hf_model = hf_model.eval()
         self.config = config
-        self.mask_token_id = mask_token_id
+        self.mask_token_id = int(mask_token_id)
         self.vocab_size = vocab
         self.max_positions = getattr(config, "max_position_embeddings", None)
-        self._state = VerifiedCache()
-        self._cache = None
-        self._where: tuple[torch.dtype, torch.device] | None = None
+        self.attention_window = attention_window(config)
         self._templates: dict[tuple, masks.LayoutTemplate] = {}
 
     @property
@@ -151,31 +197,36 @@ class DualModeLM:
 
     @property
     def cache_len(self) -> int:
-        """Number of verified tokens whose K/V are cached."""
-        return self._state.cache_len
+        """Number of verified tokens whose K/V are cached (this thread's decode)."""
+        return self.state.verified.cache_len
 
-    def reset(self) -> None:
-        """Start a new sequence: empty cache."""
+    @property
+    def kv_cache(self):
+        """This thread's transformers cache (the verified prefix minus its last token)."""
+        return self.state.cache
+
+    def _new_state(self) -> _Session:
         from transformers import DynamicCache
 
-        self._state = VerifiedCache()
-        self._cache = DynamicCache(config=self.config)
+        if self.hf_model.training:                       # decoding never runs with dropout
+            self.hf_model.eval()
         parameter = next(self.hf_model.parameters())     # read once per sequence, not per call
-        self._where = (parameter.dtype, parameter.device)
+        return _Session(VerifiedCache(), DynamicCache(config=self.config), parameter.dtype, parameter.device)
 
     def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor | int) -> tuple[torch.Tensor, float]:
         """Run the masked forward for a layout over the cache; logits for ``keep_rows``."""
-        cache_len = self._state.cache_len
-        if layout.kind == "ar" or layout.kind == "linear_verify":
+        session = self.state
+        cache_len = session.verified.cache_len
+        if masks.call_kind(layout.kind).plain_causal:
             attention_mask = None            # plain causal over the cache: the model's own mask
         elif layout.new_rows_mask is not None:                # memoised (rows, rows) additive block
-            attention_mask = masks.extend_over_cache(layout.new_rows_mask, cache_len)
+            attention_mask = masks.over_cache(layout.new_rows_mask, cache_len)
         else:
-            attention_mask = masks.additive_mask(layout.visible(), cache_len, self.dtype)
+            attention_mask = masks.to_additive(layout.visible(), session.dtype, cache_len)[None, None]
         start = time.perf_counter()
         with torch.inference_mode():
             out = self.hf_model(input_ids=layout.input_ids[None], position_ids=layout.position_ids[None],
-                                attention_mask=attention_mask, cache=self._cache, use_cache=True,
+                                attention_mask=attention_mask, cache=session.cache, use_cache=True,
                                 logits_to_keep=keep_rows)
             logits = out.logits[0]                                    # (len(keep_rows), V)
             if logits.is_cuda:
@@ -183,20 +234,19 @@ class DualModeLM:
         return logits, time.perf_counter() - start
 
     def layout(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> masks.Layout:
-        """The layout of a call given the current cache (steady-state shapes are memoised)."""
-        if self._cache is None:
-            self.reset()
-        context, last = self._state.split_prefix(prefix)
-        start = self._state.cache_len
+        """The layout of a call given this thread's cache (steady-state shapes are memoised)."""
+        session = self.state
+        context, last = session.verified.split_prefix(prefix)
+        start = session.verified.cache_len
         if context.numel():                                   # first call: processes the prompt
             return masks.build_layout(kind, context=context, last=last, draft=draft, width=width,
                                       mask_token_id=self.mask_token_id, start=start)
-        m = 0 if kind in ("ar", "linear_draft") else draft.numel()
-        key = (kind, m, width, *self._where)                    # the model may have been cast or moved
+        m = draft.numel() if masks.call_kind(kind).verifies else 0
+        key = (kind, m, width, session.dtype, session.device)   # the model may have been cast or moved
         template = self._templates.get(key)
         if template is None:
-            dtype, device = self._where
-            template = masks.LayoutTemplate.build(kind, m, width, self.mask_token_id, device, dtype)
+            template = masks.LayoutTemplate.build(kind, m, width, self.mask_token_id, session.device,
+                                                  session.dtype)
             self._templates[key] = template
         return template.fill(last, draft[:m], start)
 
@@ -208,11 +258,12 @@ class DualModeLM:
         target = logits[:n_target] if n_target else None
         drafts = (logits[n_target:].reshape(*layout.draft_rows.shape, -1)     # (blocks, n_draft, V)
                   if layout.draft_rows.numel() else None)
-        self._state.record(layout.n_context, layout.has_verify, layout.rows)
+        self.state.verified.record(layout.n_context, layout.has_verify, layout.rows)
         return CallOutput(target, drafts, layout.rows, seconds)
 
     def commit(self, n_appended: int) -> None:
         """Keep the K/V of rows that became verified; discard proposals and rejected rows."""
-        _, drop = self._state.keep(n_appended)
+        session = self.state
+        _, drop = session.verified.keep(n_appended)
         if drop:
-            self._cache.crop(-drop)          # verify rows come first, so a tail crop suffices
+            session.cache.crop(-drop)          # verify rows come first, so a tail crop suffices

@@ -16,16 +16,20 @@ Calls return log-probabilities, so temperature acts on them exactly as on logits
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import torch
 
 from . import masks
-from .models import CallOutput, VerifiedCache
+from .models import CallOutput, PerThreadState
 
 
-class ExactModel:
+_TABLES_LOCK = threading.Lock()        # extending a MarkovLM's lazily grown tables
+
+
+class ExactModel(PerThreadState):
     """Base of exact toy models: answers the schedule calls of :mod:`spec_lib.models`.
 
     Subclasses give log-probabilities for the verify positions and for drafted positions;
@@ -47,30 +51,28 @@ class ExactModel:
         """``(n_branches, n_draft, V)``: branch k drafts n_draft positions after (prefix, draft[:k])."""
         raise NotImplementedError
 
-    def reset(self) -> None:
-        self._state = VerifiedCache()
-
     def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> CallOutput:
-        """Answer one schedule call exactly (log-probabilities; rows as the neural layout)."""
-        if not hasattr(self, "_state"):
-            self.reset()
-        context, _ = self._state.split_prefix(prefix)
+        """Answer one schedule call exactly (log-probabilities; rows as the neural layout).
+
+        The call kind's record (:func:`spec_lib.masks.call_kind`) says whether it verifies
+        and how many blocks, of how many drafted positions, it holds: block k drafts after
+        (prefix, draft[:k]).
+        """
+        spec = masks.call_kind(kind)
+        context, _ = self.state.split_prefix(prefix)
         start = time.perf_counter()
-        m = 0 if kind == "linear_draft" else int(draft.numel())
+        m = int(draft.numel()) if spec.verifies else 0
         draft = draft[:m]
-        target = None if kind == "linear_draft" else self.target_logprobs(prefix, draft)
-        drafts = None
-        if kind in ("linear_draft", "packed"):
-            drafts = self.draft_logprobs(prefix, draft, 1, width)                   # (1, W, V)
-        elif kind == "quadratic":
-            drafts = self.draft_logprobs(prefix, draft, m + 1, width + 1)           # (m+1, B, V)
+        target = self.target_logprobs(prefix, draft) if spec.verifies else None
+        n_blocks = spec.n_blocks(m)
+        drafts = self.draft_logprobs(prefix, draft, n_blocks, spec.drafted(width)) if n_blocks else None
         seconds = time.perf_counter() - start
-        rows = masks.layout_rows(kind, int(context.numel()), m, width)
-        self._state.record(int(context.numel()), kind != "linear_draft", rows)
+        rows = spec.rows(int(context.numel()), m, width)
+        self.state.record(int(context.numel()), spec.verifies, rows)
         return CallOutput(target, drafts, rows, seconds)
 
     def commit(self, n_appended: int) -> None:
-        self._state.keep(n_appended)
+        self.state.keep(n_appended)
 
 
 class MarkovLM(ExactModel):
@@ -132,7 +134,13 @@ class MarkovLM(ExactModel):
         return (windows * weights).sum(-1)
 
     def _ensure_width(self, width: int) -> None:
-        """Extend the marginal and draft tables to ``width`` steps ahead."""
+        """Extend the marginal and draft tables to ``width`` steps ahead (thread-safe)."""
+        if self._log_draft.shape[0] >= width:          # tables only grow; readers need no lock
+            return
+        with _TABLES_LOCK:
+            self._extend(width)
+
+    def _extend(self, width: int) -> None:
         while len(self._marginals) < width:
             prev = self._marginals[-1]                                # (S, V)
             if self.order == 1:
@@ -150,9 +158,10 @@ class MarkovLM(ExactModel):
                 noise = np.random.default_rng([self.seed, 1 + i]).dirichlet(
                     np.ones(self.vocab_size), size=self.n_states)
                 new.append((1.0 - self.draft_noise) * self._marginals[i] + self.draft_noise * noise)
-            self._draft = np.concatenate([self._draft, np.stack(new)])
+            draft = np.concatenate([self._draft, np.stack(new)])
             with np.errstate(divide="ignore"):
-                self._log_draft = torch.from_numpy(np.log(self._draft))
+                self._log_draft = torch.from_numpy(np.log(draft))     # published first: the fast path reads it
+            self._draft = draft
 
     def next_token_probs(self, context) -> np.ndarray:
         """``(V,)`` p_target(. | context)."""
@@ -161,12 +170,8 @@ class MarkovLM(ExactModel):
     def draft_probs(self, context, width: int) -> np.ndarray:
         """``(width, V)``: row i is q_draft^(i+1)(. | context), the (i+1)-step-ahead draft."""
         self._ensure_width(width)
-        return self._draft[:width, self.state_of(context)].copy()
-
-    def marginal_probs(self, context, width: int) -> np.ndarray:
-        """``(width, V)``: the exact (noise-free) i-step-ahead marginals."""
-        self._ensure_width(width)
-        return np.stack([self._marginals[i][self.state_of(context)] for i in range(width)])
+        with _TABLES_LOCK:                              # _draft is published after _log_draft
+            return self._draft[:width, self.state_of(context)].copy()
 
     def _stream_states(self, prefix: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
         """``(m + 1,)`` states after P, d^(1), ..., d^(m)."""

@@ -9,7 +9,7 @@ import torch
 
 from spec_lib.models import DualModeLM, build_qwen3
 from spec_lib.toy import MarkovLM
-from spec_lib.train import fit_dual_mode
+from spec_lib.training.self_speculative import fit_dual_mode
 
 VOCAB = 48            # token ids 0..46 are text, 47 is MASK
 MASK_ID = VOCAB - 1

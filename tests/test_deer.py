@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from spec_lib import d2a, decode
+from spec_lib import decode
 from spec_lib.batch import decode_batch
 from spec_lib.drafters import (
     ARDrafter,
@@ -21,6 +21,7 @@ from spec_lib.drafters import (
 )
 from spec_lib.models import build_qwen3
 from spec_lib.toy import MarkovLM
+from spec_lib.training import d2a, next_token
 
 from .conftest import MASK_ID, VOCAB, as_dual, prompts
 from .test_lossless_greedy import references
@@ -59,8 +60,8 @@ def drafters(trained_hf_model):
 
     _train(dllm, 150, stage1, d2a.diffusion_loss)
     ar = build_qwen3(VOCAB, hidden_size=32, num_layers=1, num_heads=4, max_positions=256, seed=4)
-    _train(ar, 25, lambda: d2a.ar_batch(rows[torch.randint(0, rows.shape[0], (16,), generator=gen)]),
-           lambda m, b: d2a.ar_loss(m, *b))
+    _train(ar, 25, lambda: next_token.ar_batch(rows[torch.randint(0, rows.shape[0], (16,), generator=gen)]),
+           lambda m, b: next_token.ar_loss(m, *b))
     return dllm, ar
 
 

@@ -22,7 +22,8 @@ MAX_NEW = 24
 
 
 def generate(hf_model, prompt: torch.Tensor, eos: int | None) -> list[int]:
-    """transformers greedy reference; attention_mask is explicit (see DESIGN.md)."""
+    """transformers greedy reference; attention_mask is explicit (a prompt holding the pad id
+    would otherwise change the reference: docs/architecture.md, "Facts")."""
     out = hf_model.generate(prompt[None], attention_mask=torch.ones(1, prompt.numel(), dtype=torch.long),
                             max_new_tokens=MAX_NEW, do_sample=False, eos_token_id=eos, pad_token_id=MASK_ID)
     return out[0, prompt.numel():].tolist()

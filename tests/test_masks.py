@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from spec_lib import masks
-from spec_lib.plotting import plot_layout
+from spec_lib.notebook.plotting import plot_layout
 
 MASK = 99
 
@@ -27,15 +27,15 @@ def layout(kind, width, m, n_ctx=0, start=5):
 @pytest.mark.parametrize("block", [2, 4, 8, 32])
 def test_rows_per_iteration_match_table2(block):
     width = block - 1
-    linear = layout("linear_draft", width, 0).rows + layout("linear_verify", width, width).rows
+    linear = layout("linear_draft", width, 0).rows + layout("verify", width, width).rows
     quadratic = layout("quadratic", width, width).rows
     packed_full = layout("packed", width, width).rows
     packed_short = layout("packed", width, max(0, width - 3)).rows          # padded to 2B
     assert linear == 2 * block
     assert quadratic == block * (block + 1)
     assert packed_full == packed_short == 2 * block
-    for kind, m in [("linear_draft", 0), ("linear_verify", width), ("quadratic", width), ("packed", width - 1),
-                    ("ar", 0)]:
+    for kind, m in [("linear_draft", 0), ("verify", width), ("quadratic", width), ("packed", width - 1),
+                    ("verify", 0)]:
         for n_ctx in (0, 6):
             assert layout(kind, width, m, n_ctx).rows == masks.layout_rows(kind, n_ctx, m, width)
 
@@ -86,11 +86,11 @@ def test_quadratic_branch_k_sees_last_and_first_k_drafts():
 
 def test_additive_mask_and_templates_agree_with_fresh_layouts():
     lay = layout("quadratic", 4, 4, start=9)
-    add = masks.additive_mask(lay.visible(), 9, torch.float32)
+    add = masks.to_additive(lay.visible(), torch.float32, cache_len=9)[None, None]
     assert add.shape == (1, 1, lay.rows, 9 + lay.rows)
     assert (add[..., :9] == 0).all()
     assert torch.equal(add[0, 0, :, 9:] == 0, lay.visible())
-    for kind, m in [("packed", 2), ("quadratic", 4), ("linear_draft", 0), ("linear_verify", 4), ("ar", 0)]:
+    for kind, m in [("packed", 2), ("quadratic", 4), ("linear_draft", 0), ("verify", 4), ("verify", 0)]:
         fresh = layout(kind, 4, m, start=9)
         tmpl = masks.LayoutTemplate.build(kind, m, 4, MASK, torch.device("cpu"), torch.float32)
         filled = tmpl.fill(torch.tensor([7]), torch.arange(20, 20 + m), 9)
@@ -113,3 +113,37 @@ def test_heatmap_labels_every_row():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels[0] == "last@5" and labels[-1] == "M@8 [b1]" and len(labels) == lay.rows
     assert len(ax.get_xticklabels()) == lay.rows + 2
+
+
+def test_registry_describes_every_kind():
+    """What adapters ask the registry agrees with the layouts the builders produce."""
+    assert set(masks.call_kinds()) >= {"verify", "linear_draft", "packed", "quadratic"}
+    for kind in masks.call_kinds():
+        spec = masks.call_kind(kind)
+        for width in (1, 4, 9):
+            m = width if spec.verifies else 0
+            lay = layout(kind, width, m, start=20)
+            assert lay.has_verify == spec.verifies
+            assert spec.plain_causal == (lay.segment == 0).all().item()
+            assert lay.draft_rows.shape[0] == spec.n_blocks(m)
+            if spec.n_blocks(m):
+                assert lay.draft_rows.shape[1] == spec.drafted(width)
+            reach = int(lay.position_ids.max()) - (20 - 1 + 1)          # minus the last verified position
+            assert reach <= spec.reach(width), (kind, width)
+
+
+def test_unknown_kind_error_names_the_registered_kinds():
+    with pytest.raises(ValueError, match=r"kind must be one of \['verify', 'linear_draft', 'packed', 'quadratic'"):
+        masks.call_kind("linear_verify")
+
+
+def test_to_additive_is_the_one_conversion():
+    visible = torch.tensor([[True, False], [True, True]])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        add = masks.to_additive(visible, dtype)
+        assert add.dtype == dtype and (add[visible] == 0).all()
+        assert (add[~visible] == torch.finfo(dtype).min).all()
+    padded = masks.padded_visible(torch.tensor([2, 3]), 3)
+    assert padded[0].tolist() == [[True, True, False], [True, True, False], [True, True, True]]
+    left = masks.padded_visible(torch.tensor([1]), 3, left=True)
+    assert left[0, 2].tolist() == [False, False, True] and left[0, 0].tolist() == [True, False, True]

@@ -69,7 +69,7 @@ def test_cache_keeps_only_verified_rows(trained_hf_model):
     assert model.cache_len == prefix.numel() - 1
     with torch.inference_mode():
         fresh = model.hf_model(input_ids=prefix[None, :-1], use_cache=True).cache
-    for layer, ref in zip(model._cache.layers, fresh.layers):
+    for layer, ref in zip(model.kv_cache.layers, fresh.layers):
         assert layer.keys.shape == ref.keys.shape
         assert (layer.keys - ref.keys).abs().max() <= TOL
         assert (layer.values - ref.values).abs().max() <= TOL
@@ -79,9 +79,9 @@ def test_call_before_commit_is_refused(trained_hf_model):
     model = as_dual(trained_hf_model, torch.float32)
     prefix = torch.tensor([1, 2, 3])
     model.reset()
-    model.call("ar", prefix, prefix[:0], 1)
+    model.call("verify", prefix, prefix[:0], 1)
     with pytest.raises(RuntimeError, match="before commit"):
-        model.call("ar", prefix, prefix[:0], 1)
+        model.call("verify", prefix, prefix[:0], 1)
 
 
 @pytest.mark.parametrize("bad", [-1, VOCAB, 10_000, 1.5, "3", True, None])

@@ -14,9 +14,9 @@ import nbformat
 import pytest
 from papermill.translators import PythonTranslator
 
-from spec_lib import run
+from spec_lib.notebook import params, run
 
-NOTEBOOKS = sorted(run.NOTEBOOKS_DIR.glob("*.ipynb"))
+NOTEBOOKS = sorted(params.NOTEBOOKS_DIR.glob("*.ipynb"))
 PROFILES = ("smoke", "cpu", "gpu")
 
 
@@ -46,14 +46,14 @@ def test_notebook_structure(path):
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_params_files_exist_and_match(path, profile):
-    params = run.load_params(path, profile)                             # raises on unknown / wrong type
-    assert params["profile"] == profile
+    values = params.load_params(path, profile)                          # raises on unknown / wrong type
+    assert values["profile"] == profile
 
 
 def test_no_stray_params_files():
     stems = {p.stem for p in NOTEBOOKS}
     for profile in PROFILES:
-        for yaml_path in (run.PARAMS_DIR / profile).glob("*.yaml"):
+        for yaml_path in (params.PARAMS_DIR / profile).glob("*.yaml"):
             assert yaml_path.stem in stems, f"{yaml_path} has no notebook"
 
 
@@ -63,7 +63,7 @@ def smoke_outputs(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     env = {**os.environ, "SPEC_LIB_OUTPUT_ROOT": str(out)}
     proc = subprocess.run([sys.executable, "-m", "spec_lib.run", "--profile", "smoke", "--no-progress"],
-                          cwd=run.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+                          cwd=params.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -78,3 +78,59 @@ def test_notebook_runs_at_smoke_and_its_checks_hold(smoke_outputs, path):
     assert not failed, f"checks failed: {failed}"
     assert (smoke_outputs / "runs" / "smoke" / path.name).exists()
     assert list((smoke_outputs / "figures" / "smoke").glob(f"{path.stem}_*.png"))
+
+
+# ----- notebooks hold no analysis --------------------------------------------------------------------
+
+SIMPLE_VALUES = (ast.Call, ast.Name, ast.Attribute, ast.Constant, ast.Subscript)
+MAX_LOGIC_LINES = 10
+
+
+def _simple(node: ast.AST) -> bool:
+    """A value a notebook may assign without it counting as logic: a call, a name, a constant,
+    an attribute or index lookup, or a literal container of those; no comprehension or lambda
+    anywhere inside."""
+    if any(isinstance(n, (ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp, ast.Lambda))
+           for n in ast.walk(node)):
+        return False
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return all(_simple(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(_simple(v) for v in node.values)
+    if isinstance(node, ast.Subscript):
+        return _simple(node.value)
+    return isinstance(node, SIMPLE_VALUES)
+
+
+def logic_lines(path) -> int:
+    """Lines of a notebook's code cells that are not an import, a call, an assertion, a display
+    or a plot, or an assignment of a simple value (:func:`_simple`): the analysis a notebook
+    should leave to the library."""
+    nb = nbformat.read(path, as_version=4)
+    count = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+            continue
+        for stmt in ast.parse(cell.source).body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Assert)):
+                continue
+            if isinstance(stmt, ast.Expr) and _simple(stmt.value):
+                continue
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None and _simple(stmt.value):
+                continue
+            count += stmt.end_lineno - stmt.lineno + 1
+    return count
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_hold_little_logic(path):
+    lines = logic_lines(path)
+    print(f"{path.stem}: {lines} logic lines")
+    assert lines <= MAX_LOGIC_LINES, f"{path.stem} has {lines} lines of logic; move them into spec_lib"
+
+
+def test_logic_counter_counts_loops_and_comprehensions(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = f(1)\nfor i in range(3):\n    g(i)\ny = [i for i in x]\nz = a + b")]
+    nbformat.write(nb, tmp_path / "n.ipynb")
+    assert logic_lines(tmp_path / "n.ipynb") == 4

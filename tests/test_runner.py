@@ -1,53 +1,74 @@
-"""The papermill runner: parameter checks before any run, failure reporting, skipping."""
+"""The papermill runner: parameter checks before any run, failure reporting, skipping, and
+outputs published as one set per run (a failed, crashed or killed run never leaves a mix)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import nbformat
+import pandas as pd
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from spec_lib import run
+from spec_lib.notebook import params, results, run
+
+WRITER = """
+import os
+import pandas as pd
+from spec_lib.notebook.results import save_table, save_results
+save_table(pd.DataFrame({"n": [n]}), "01_good", profile, "table")
+if fail:
+    raise RuntimeError("boom after a table was written")
+save_results("01_good", profile, globals(), metrics={"n": n}, checks={"n_positive": n > 0})
+"""
 
 
 def write_notebook(path, params_src, body_src):
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"name": run.KERNEL_NAME, "display_name": "spec-lib", "language": "python"}
-    params = new_code_cell(params_src)
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [new_markdown_cell("# test"), params, new_code_cell(body_src)]
+    cell = new_code_cell(params_src)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [new_markdown_cell("# test"), cell, new_code_cell(body_src)]
     nbformat.write(nb, path)
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    notebooks, params = tmp_path / "notebooks", tmp_path / "params" / "smoke"
+    notebooks, smoke = tmp_path / "notebooks", tmp_path / "params" / "smoke"
     notebooks.mkdir()
-    params.mkdir(parents=True)
+    smoke.mkdir(parents=True)
     write_notebook(notebooks / "01_good.ipynb",
-                   'profile: str = "smoke"  # profile\nn: int = 2  # count\nratio: float = 0.5  # ratio',
-                   "import json, os, pathlib\n"
-                   "out = pathlib.Path(os.environ['SPEC_LIB_OUTPUT_ROOT']) / 'results' / profile\n"
-                   "out.mkdir(parents=True, exist_ok=True)\n"
-                   "(out / '01_good.json').write_text(json.dumps({'n': n, 'ratio': ratio}))")
+                   'profile: str = "smoke"  # profile\nn: int = 2  # count\nratio: float = 0.5  # ratio\n'
+                   'fail: bool = False  # raise after staging a table', WRITER)
     write_notebook(notebooks / "02_bad.ipynb", 'profile: str = "smoke"  # profile',
                    "x = 1\nraise RuntimeError('boom in the middle')")
-    (params / "01_good.yaml").write_text("n: 3\n")
-    (params / "02_bad.yaml").write_text("")
-    monkeypatch.setattr(run, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setattr(run, "PARAMS_DIR", tmp_path / "params")
+    (smoke / "01_good.yaml").write_text("n: 3\n")
+    (smoke / "02_bad.yaml").write_text("")
+    monkeypatch.setattr(params, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setattr(params, "PARAMS_DIR", tmp_path / "params")
+    monkeypatch.setenv("SPEC_LIB_NOTEBOOKS_DIR", str(notebooks))           # for the notebook kernels
+    monkeypatch.setenv("SPEC_LIB_PARAMS_DIR", str(tmp_path / "params"))
     monkeypatch.setenv("SPEC_LIB_OUTPUT_ROOT", str(tmp_path / "out"))
     return tmp_path
+
+
+def good_results(project):
+    return json.loads((project / "out" / "results" / "smoke" / "01_good.json").read_text())
 
 
 def test_failure_is_reported_and_others_still_run(project, capsys):
     code = run.main(["--profile", "smoke", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1
-    assert "02_bad: failed in cell In[3]" in err  # papermill injects a parameters cell and "RuntimeError: boom in the middle" in err
-    result = json.loads((project / "out" / "results" / "smoke" / "01_good.json").read_text())
-    assert result == {"n": 3, "ratio": 0.5}                           # the good one ran, with params
+    assert "02_bad: failed in cell In[3]" in err and "RuntimeError: boom in the middle" in err
+    result = good_results(project)
+    assert result["metrics"] == {"n": 3} and result["parameters"]["n"] == 3      # the good one ran, with params
+    assert list(result["files"]) == ["results/smoke/01_good_table.csv"]
+    assert not list((project / "out" / ".staging" / "smoke").iterdir())           # nothing left staged
 
 
 def test_unchanged_notebooks_are_skipped_unless_forced(project, capsys):
@@ -62,6 +83,63 @@ def test_unchanged_notebooks_are_skipped_unless_forced(project, capsys):
     assert "up to date" not in capsys.readouterr().out
 
 
+def test_a_failed_run_leaves_the_previous_outputs_whole(project):
+    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    before = good_results(project)
+    (project / "params" / "smoke" / "01_good.yaml").write_text("n: 7\nfail: true\n")
+    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 1
+    assert good_results(project) == before                                        # old JSON kept ...
+    table = pd.read_csv(project / "out" / "results" / "smoke" / "01_good_table.csv")
+    assert table["n"].tolist() == [3]                                             # ... and its own table
+    assert results.check_published("01_good", "smoke") == []
+
+
+def _publish_in_subprocess(project, n, kill_after_moves):
+    """Stage and publish in a child process that SIGKILLs itself after some file moves."""
+    code = f"""
+import os, pandas as pd
+from spec_lib.notebook import results
+moves = [0]
+real = os.replace
+def counting(a, b):
+    if {kill_after_moves} >= 0 and moves[0] == {kill_after_moves}:
+        os.kill(os.getpid(), 9)
+    moves[0] += 1
+    return real(a, b)
+results.save_table(pd.DataFrame({{"n": [{n}]}}), "01_good", "smoke", "table")
+results.save_table(pd.DataFrame({{"m": [{n}]}}), "01_good", "smoke", "other")
+os.replace = counting
+results.save_results("01_good", "smoke", {{"n": {n}}}, metrics={{"n": {n}}}, checks={{}})
+"""
+    env = {**os.environ, "SPEC_LIB_OUTPUT_ROOT": str(project / "out")}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("kill_after_moves", [0, 1, 2])
+def test_a_killed_publish_is_rolled_forward(project, kill_after_moves):
+    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    # os.replace calls after the patch: the staged JSON, the journal, then the publish's moves.
+    proc = _publish_in_subprocess(project, 9, kill_after_moves + 2)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    journal = project / "out" / ".staging" / "smoke" / "01_good.publish"
+    assert journal.exists()                                                       # interrupted mid-publish
+    assert results.recover("smoke") == ["01_good"]
+    assert not journal.exists()
+    assert good_results(project)["metrics"] == {"n": 9}
+    assert results.check_published("01_good", "smoke") == []                      # one run's files only
+    assert pd.read_csv(project / "out" / "results" / "smoke" / "01_good_other.csv")["m"].tolist() == [9]
+
+
+def test_check_published_detects_a_mixed_set(project):
+    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    folder = project / "out" / "results" / "smoke"
+    (folder / "01_good_table.csv").write_text("n\n99\n")
+    (folder / "01_good_stray.csv").write_text("x\n1\n")
+    problems = results.check_published("01_good", "smoke")
+    assert "changed since the run: results/smoke/01_good_table.csv" in problems
+    assert "not from this run: results/smoke/01_good_stray.csv" in problems
+
+
 @pytest.mark.parametrize("content,message", [
     ("m: 3\n", "unknown parameter(s) ['m']"),
     ("n: 'three'\n", "parameter 'n' must be int, got 'three'"),
@@ -69,11 +147,23 @@ def test_unchanged_notebooks_are_skipped_unless_forced(project, capsys):
     ("ratio: [1]\n", "parameter 'ratio' must be float"),
     ("profile: cpu\n", "'profile' is set by --profile"),
     ("- 1\n", "expected a mapping"),
+    ("n: 3\nn: 4\n", "params/smoke/01_good.yaml:2: invalid YAML: duplicate key 'n' (first on line 1)"),
+    ("n: [1,\nratio: 2\n", "params/smoke/01_good.yaml:3: invalid YAML: expected ',' or ']'"),
+    (b"n: 3\nratio: \xff\xfe\n", "params/smoke/01_good.yaml:2: not UTF-8 text"),
+    ("dir", "params/smoke/01_good.yaml: is a directory"),
 ])
 def test_bad_params_fail_before_anything_runs(project, capsys, content, message):
-    (project / "params" / "smoke" / "01_good.yaml").write_text(content)
+    path = project / "params" / "smoke" / "01_good.yaml"
+    if content == "dir":
+        path.unlink()
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
     assert run.main(["--profile", "smoke", "--no-progress"]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
     assert not (project / "out" / "runs").exists()                    # nothing executed
 
 
@@ -86,6 +176,23 @@ def test_missing_params_file_and_unknown_notebook(project, capsys):
 
 
 def test_type_matching():
-    assert run.matches(3, int) and not run.matches(True, int) and not run.matches(3.0, int)
-    assert run.matches(3, float) and run.matches([1, 2], list[int]) and not run.matches([1, "a"], list[int])
-    assert run.matches(None, run._type_of("int | None")) and run.matches({"a": 1.0}, dict[str, float])
+    assert params.matches(3, int) and not params.matches(True, int) and not params.matches(3.0, int)
+    assert params.matches(3, float) and params.matches([1, 2], list[int]) and not params.matches([1, "a"], list[int])
+    assert params.matches(None, params.type_of("int | None")) and params.matches({"a": 1.0}, dict[str, float])
+
+
+def test_no_module_touches_the_process_umask():
+    """Reading the umask means setting it (a race with other threads): nothing may call it."""
+    sources = sorted(params.REPO_ROOT.joinpath("spec_lib").rglob("*.py"))
+    assert sources and not [p.name for p in sources if "umask(" in p.read_text()]
+
+
+def test_written_files_get_normal_permissions(tmp_path):
+    from spec_lib.io import atomic_write_bytes
+
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_bytes(tmp_path / "f.txt", b"x")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644

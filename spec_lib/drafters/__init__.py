@@ -5,16 +5,16 @@ k tokens in **one** forward pass from ``[prefix][SEP][MASK]*k``, each q_theta(. 
 conditioned only on the verified prefix; an AR drafter (the EAGLE-3 role) proposes k
 tokens in k passes, each conditioned on the drafts before it.
 
+* :class:`Drafter` (:mod:`~spec_lib.drafters.base`): the protocol the schedules use;
 * :class:`DiffusionDrafter` / :class:`ARDrafter`: transformers models trained here
-  (:mod:`spec_lib.drafter_train`) or loaded from local checkpoints.
+  (:mod:`spec_lib.training.deer`) or loaded from local checkpoints;
 * :class:`ExactDiffusionDrafter` / :class:`ExactARDrafter`: exact drafters derived from a
   :class:`spec_lib.toy.MarkovLM`, for the statistical exactness checks.
-
-Every drafter returns logits on the target's device; the schedule turns them into drafts
-and the stored distribution Q (temperature, top-k/top-p) exactly as for self-drafting.
 """
 
-from .ar import ARDrafter, ExactARDrafter
-from .diffusion import DiffusionDrafter, ExactDiffusionDrafter
+from .autoregressive import ARDrafter
+from .base import Drafter, DraftOutput
+from .diffusion import DiffusionDrafter
+from .exact import ExactARDrafter, ExactDiffusionDrafter
 
-__all__ = ["ARDrafter", "DiffusionDrafter", "ExactARDrafter", "ExactDiffusionDrafter"]
+__all__ = ["ARDrafter", "DiffusionDrafter", "DraftOutput", "Drafter", "ExactARDrafter", "ExactDiffusionDrafter"]

@@ -19,9 +19,13 @@ import time
 import numpy as np
 import torch
 
+from ..masks.predicates import padded_visible, to_additive
+from .base import DraftOutput, SampleRule
 
-def _check_id(name: str, value, vocab: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < vocab:
+
+def check_token_id(name: str, value, vocab: int) -> int:
+    """``value`` as an int token id in ``[0, vocab)``, or a ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < vocab:
         raise ValueError(f"{name} must be an int in [0, {vocab}) (the drafter's vocabulary), got {value!r}")
     return int(value)
 
@@ -31,7 +35,7 @@ class DiffusionDrafter:
 
     Args:
         hf_model: a transformers LM accepting a 4D additive ``attention_mask`` (e.g. a
-            ``Qwen3ForCausalLM`` trained with :func:`spec_lib.d2a.masked_diffusion_loss`).
+            ``Qwen3ForCausalLM`` trained with :func:`spec_lib.training.d2a.diffusion_loss`).
         mask_token_id, sep_token_id: ids of MASK and SEP in the shared tokenizer.
         context: the drafter reads at most this many trailing prefix tokens (None: all).
     """
@@ -40,26 +44,31 @@ class DiffusionDrafter:
 
     def __init__(self, hf_model, mask_token_id: int, sep_token_id: int, context: int | None = None) -> None:
         config = getattr(hf_model, "config", None)
-        if config is None or not callable(hf_model):
+        if config is None or not callable(hf_model) or not hasattr(hf_model, "parameters"):
             raise TypeError(f"hf_model must be a transformers model, got {type(hf_model).__name__}")
         self.hf_model = hf_model.eval()
         self.vocab_size = int(config.vocab_size)
-        self.mask_token_id = _check_id("mask_token_id", mask_token_id, self.vocab_size)
-        self.sep_token_id = _check_id("sep_token_id", sep_token_id, self.vocab_size)
-        limit = getattr(config, "max_position_embeddings", None)
+        self.mask_token_id = check_token_id("mask_token_id", mask_token_id, self.vocab_size)
+        self.sep_token_id = check_token_id("sep_token_id", sep_token_id, self.vocab_size)
         if context is not None and (isinstance(context, bool) or not isinstance(context, int) or context < 1):
             raise ValueError(f"context must be None or an int >= 1, got {context!r}")
         self.context = context
-        self.max_positions = limit
-        self._masks: dict[tuple, torch.Tensor] = {}
+        self.max_positions = getattr(config, "max_position_embeddings", None)
         self._tails: dict[tuple, torch.Tensor] = {}
+        self._masks: dict[tuple, torch.Tensor] = {}
 
     @property
     def device(self) -> torch.device:
         return next(self.hf_model.parameters()).device
 
     def reset(self) -> None:
-        """Nothing is cached between cycles (bidirectional prefix)."""
+        """Nothing is cached between cycles (bidirectional prefix); decoding runs in eval mode."""
+        if self.hf_model.training:
+            self.hf_model.eval()
+
+    def positions_needed(self, prefix_len: int, k: int) -> int:
+        """Position ids 0..n-1 of ``[prefix tail][SEP][MASK]*k``: n."""
+        return min(prefix_len, self.context or prefix_len) + 1 + k
 
     def _tail(self, k: int, device: torch.device) -> torch.Tensor:
         """``[SEP, MASK * k]``, built once per (k, device)."""
@@ -69,20 +78,26 @@ class DiffusionDrafter:
             tail = self._tails[key] = torch.tensor([self.sep_token_id] + [self.mask_token_id] * k, device=device)
         return tail
 
-    def _full_mask(self, rows: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        key = (rows, dtype, device)
+    def _full_mask(self, rows: int) -> torch.Tensor:
+        """``(1, 1, rows, rows)`` all-visible additive mask, memoised per (rows, dtype, device)."""
+        parameter = next(self.hf_model.parameters())
+        key = (rows, parameter.dtype, parameter.device)
         mask = self._masks.get(key)
-        if mask is None:                      # every row sees every row: additive zeros
-            mask = self._masks[key] = torch.zeros((1, 1, rows, rows), dtype=dtype, device=device)
+        if mask is None:
+            visible = padded_visible(torch.tensor([rows], device=parameter.device), rows)
+            mask = self._masks[key] = to_additive(visible, parameter.dtype)[:, None]
         return mask
 
-    def propose(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
-        """``(logits (k, V), seconds, rows)`` of q_theta(. | prefix) at the k masked positions."""
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
+        """``(logits (k, V), seconds, rows)`` of q_theta(. | prefix) at the k masked positions.
+
+        Every row sees every row, so no mask is passed (transformers' default for a single
+        unpadded sequence is causal, hence the explicit all-visible additive mask).
+        """
         if self.context is not None:
             prefix = prefix[-self.context:]
         ids = torch.cat([prefix, self._tail(k, prefix.device)])[None]
-        parameter = next(self.hf_model.parameters())
-        mask = self._full_mask(ids.shape[1], parameter.dtype, parameter.device)
+        mask = self._full_mask(ids.shape[1])
         start = time.perf_counter()
         with torch.inference_mode():
             logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=k).logits[0]
@@ -90,25 +105,28 @@ class DiffusionDrafter:
                 torch.cuda.synchronize(logits.device)
         return logits, time.perf_counter() - start, int(ids.shape[1])
 
-    def propose_batch(self, prefixes: list[torch.Tensor], k: int) -> tuple[torch.Tensor, float, int]:
+    def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
+        """One pass: k tokens drawn with ``sample`` from q_theta(. | prefix)."""
+        logits, seconds, rows = self.draft_logits(prefix, k)
+        tokens, q = sample(logits)
+        return DraftOutput(tokens, q, [seconds], [rows])
+
+    def draft_logits_batch(self, prefixes: list[torch.Tensor], k: int) -> tuple[torch.Tensor, float, int]:
         """``(logits (N, k, V), seconds, rows)`` for several prefixes in one pass: contexts
         are left-padded, each row keeps its own positions 0..n-1 and padding is masked."""
         if self.context is not None:
             prefixes = [p[-self.context:] for p in prefixes]
         device = prefixes[0].device
-        n = torch.tensor([p.numel() for p in prefixes], device=device) + 1 + k       # real rows per sequence
-        width = int(n.max())
-        pad = width - n                                                              # (N,)
-        cols = torch.arange(width, device=device)
-        real = cols[None, :] >= pad[:, None]
-        ids = torch.full((len(prefixes), width), self.mask_token_id, dtype=torch.long, device=device)
+        lengths = torch.tensor([p.numel() for p in prefixes], device=device) + 1 + k   # real rows per sequence
+        padded_len = int(lengths.max())
+        pad = padded_len - lengths                                                   # (N,)
+        ids = torch.full((len(prefixes), padded_len), self.mask_token_id, dtype=torch.long, device=device)
         for b, p in enumerate(prefixes):
             ids[b, pad[b]: pad[b] + p.numel()] = p
             ids[b, pad[b] + p.numel()] = self.sep_token_id
-        positions = (cols[None, :] - pad[:, None]).clamp(min=0)
+        positions = (torch.arange(padded_len, device=device)[None, :] - pad[:, None]).clamp(min=0)
         parameter = next(self.hf_model.parameters())
-        mask = torch.zeros((len(prefixes), 1, width, width), dtype=parameter.dtype, device=device)
-        mask.masked_fill_(~real[:, None, None, :], torch.finfo(parameter.dtype).min)
+        mask = to_additive(padded_visible(lengths, padded_len, left=True), parameter.dtype)[:, None]
         start = time.perf_counter()
         with torch.inference_mode():
             logits = self.hf_model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False,
@@ -116,31 +134,3 @@ class DiffusionDrafter:
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
         return logits, time.perf_counter() - start, int(ids.numel())
-
-
-class ExactDrafter:
-    """Base of the exact drafters: a :class:`spec_lib.toy.MarkovLM` (usually a different
-    chain from the target's) answers the drafting calls in closed form; nothing is cached."""
-
-    kind = ""
-
-    def __init__(self, toy) -> None:
-        self.toy = toy
-        self.vocab_size = toy.vocab_size
-        self.max_positions = None
-        self.device = torch.device("cpu")
-
-    def reset(self) -> None:
-        pass
-
-
-class ExactDiffusionDrafter(ExactDrafter):
-    """Exact block drafter: row i is the toy chain's (i+1)-step-ahead marginal given the
-    prefix, mixed with its ``draft_noise``, so q depends on the prefix only (seed 001, Eq. 5-6)."""
-
-    kind = "diffusion"
-
-    def propose(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
-        start = time.perf_counter()
-        logits = self.toy.draft_logprobs(prefix, prefix.new_empty(0), 1, k)[0]       # (k, V)
-        return logits, time.perf_counter() - start, k + 1

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from .common import Decoding
+from .state import Decoding
 
 
 def run_ar(dec: Decoding) -> None:
-    """One causal call per token; the first call processes the prompt (App. E.5)."""
+    """One causal ``verify`` call with no draft per token; the first call processes the
+    prompt (App. E.5)."""
     while not dec.stopped:
-        out = dec.call("ar")
+        out = dec.call("verify")
         dec.verify_and_append(out, dec.no_draft, None)

@@ -10,14 +10,14 @@ cache), so an iteration is always exactly two NFE and the prompt is counted once
 
 from __future__ import annotations
 
-from .common import Decoding
+from .state import Decoding
 
 
 def run_linear(dec: Decoding) -> None:
     """Each iteration: drafting call from P_{t-1} (W proposals), then verification call."""
     while not dec.stopped:
         drafting = dec.call("linear_draft")
-        draft, q_stored = dec.propose(drafting.draft_logits[0])     # W tokens after P_{t-1}
-        dec.model.commit(0)                                         # proposals never enter the cache
-        verifying = dec.call("linear_verify", draft)
+        draft, q_stored = dec.sample_draft(drafting.draft_logits[0])   # W tokens after P_{t-1}
+        dec.model.commit(0)                                             # proposals never enter the cache
+        verifying = dec.call("verify", draft)
         dec.verify_and_append(verifying, draft, q_stored)

@@ -10,43 +10,30 @@ Reference: seed 000, Algorithm 1 (greedy) and Algorithm 2 (rejection sampling):
     line 13  D_t = (d_t^(1), ..., d_t^(W-a))
 
 The padded physical layout ``[last, D̄ | last, MASK^W]`` is built by the model adapter
-(App. D.1); here only the logical call is described.
+(App. D.1); here only the logical call is described.  Negative controls (``dec.ablation``)
+are in :mod:`spec_lib.schedules.ablations`.
 """
 
 from __future__ import annotations
 
-import torch
-
-from .. import verify
-from .common import Decoding
+from . import ablations
+from .state import Decoding
 
 
 def run_packed(dec: Decoding) -> None:
     """Algorithms 1 and 2, line by line (see the module docstring)."""
-    draft = dec.no_draft                                  # D_0 = ∅
+    draft = dec.no_draft                                             # D_0 = ∅
     q_stored = None                                                  # Q_0 = ∅
     while not dec.stopped:
         out = dec.call("packed", draft)                              # lines 3-4
-        z, q_new = dec.propose(out.draft_logits[0])                  # Z_t ~ q_t(. | P_{t-1})
-        fresh = None
-        if dec.ablation == "fresh_q" and q_new is not None:
-            # Negative control: divide by the drafter's *current* distribution at the
-            # draft's positions, q_t^(i)(. | P_{t-1}), instead of the stored Q_{t-1}^(i).
-            fresh = q_new[: draft.numel()]
-        _, a = dec.verify_and_append(out, draft, q_stored, fresh)    # lines 5-11
+        z, q_new = dec.sample_draft(out.draft_logits[0])             # Z_t ~ q_t(. | P_{t-1})
+        q_verify = ablations.packed_verification_q(dec.ablation, q_new, draft.numel())
+        _, a = dec.verify_and_append(out, draft, q_stored, q_verify)  # lines 5-11
         if dec.stopped:
             break
-        if dec.ablation == "resample_without_q" and q_stored is not None and q_new is not None:
-            # Negative control: the retained positions get fresh tokens from q_t but keep
-            # the Q stored when they were first drafted (stale bookkeeping).
-            n_old = max(0, draft.numel() - a)
-            q_keep = _dense(q_stored)[a:]                           # old Q for overlap
-            q_tail = _dense(q_new)[a + n_old:]
-            draft, q_stored = z[a:], torch.cat([q_keep[:n_old], q_tail])
+        wrong = ablations.packed_retained(dec.ablation, z, q_new, q_stored, a, draft.numel())
+        if wrong is not None:
+            draft, q_stored = wrong
             continue
         draft = z[a:]                                                # line 13
         q_stored = None if q_new is None else q_new[a:]              # line 12
-
-
-def _dense(q):
-    return q.dense() if isinstance(q, verify.SparseQ) else q

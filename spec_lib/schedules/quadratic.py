@@ -8,12 +8,12 @@ prefix, then its next draft tokens are sampled and stored with their distributio
 
 from __future__ import annotations
 
-from .common import Decoding
+from .state import Decoding
 
 
 def run_quadratic(dec: Decoding) -> None:
     """Branch k drafts B positions after (P_{t-1}, d^(1..k)); branch h_t is kept."""
-    draft = dec.no_draft                                  # D_0 = ∅
+    draft = dec.no_draft                                             # D_0 = ∅
     q_stored = None
     while not dec.stopped:
         out = dec.call("quadratic", draft)
@@ -22,4 +22,4 @@ def run_quadratic(dec: Decoding) -> None:
             break
         # Branch h: row 0 is the position the verifier just filled (correction or
         # bonus), rows 1..W are the next draft, conditioned on P_t minus its last token.
-        draft, q_stored = dec.propose(out.draft_logits[h, 1:])
+        draft, q_stored = dec.sample_draft(out.draft_logits[h, 1:])

@@ -1,0 +1,137 @@
+"""Figures of the DEER notebooks 20-22 (seed 001: Figure 6, Table 3, Figures 4, 7, 8, Table 5)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+
+def stage_losses(history: pd.DataFrame, stages: list[str]):
+    """Training (10-step mean) and held-out loss of each training stage, one panel each."""
+    fig, axes = plt.subplots(1, len(stages), figsize=(4 * len(stages), 3.6), squeeze=False)
+    for ax, stage in zip(axes[0], stages):
+        part = history[history["model"] == stage]
+        train_rows, held = part[part["split"] == "train"], part[part["split"] == "heldout"]
+        ax.plot(train_rows["step"], train_rows["loss"].rolling(10, min_periods=1).mean(), label="train (10-step mean)")
+        ax.plot(held["step"], held["loss"], "o-", label="held-out")
+        ax.set(title=stage, xlabel="step", ylabel="loss")
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def alpha_curves(history: pd.DataFrame, alphas, name):
+    """Stage II training loss and gradient norm per alpha (Figure 6)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for alpha in alphas:
+        part = history[(history["model"] == name(alpha)) & (history["split"] == "train")]
+        axes[0].plot(part["step"], part["loss"].rolling(10, min_periods=1).mean(), label=f"alpha = {alpha:g}")
+        axes[1].plot(part["step"], part["grad_norm"].rolling(10, min_periods=1).mean(), label=f"alpha = {alpha:g}")
+    axes[0].set(title="Stage II training loss (10-step mean)", xlabel="step", ylabel="weighted loss")
+    axes[1].set(title="gradient norm before clipping (10-step mean)", xlabel="step", ylabel="norm")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def ablation_bars(ablation: pd.DataFrame, labels: list[str], block: int):
+    """tau per slice of each alignment stage (Table 3)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ablation.set_index("slice")[labels].plot.bar(ax=ax, rot=0)
+    ax.set(ylabel=f"tau (tokens per cycle, k = {block})", title="alignment stages: acceptance length per slice")
+    fig.tight_layout()
+    return fig
+
+
+def tau_and_speedup(main: pd.DataFrame, block: int):
+    """tau and speedup over AR per slice, method and temperature (Tables 1-2)."""
+    shown = main[main["method"] != "ar"].assign(run=lambda d: d["method"] + ", T=" + d["temperature"].astype(str))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    for ax, (key, label) in zip(axes, (("tau", "tau (tokens per cycle)"), ("speedup", "speedup over AR"))):
+        sns.barplot(data=shown, x="slice", y=key, hue="run", ax=ax)
+        ax.set(ylabel=label, xlabel="")
+        ax.legend(fontsize=8)
+    axes[1].axhline(1.0, color="black", lw=1)
+    axes[0].set_title(f"acceptance length, k = {block}")
+    axes[1].set_title("throughput relative to AR decoding of the target")
+    fig.tight_layout()
+    return fig
+
+
+def block_sweep(sweep: pd.DataFrame, blocks, n_prompts: int):
+    """tau and speedup by drafter block size k (Figure 8)."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for schedule, part in sweep[sweep["schedule"] != "ar"].groupby("schedule"):
+        axes[0].plot(part["width"], part["tau"], "o-", label=schedule)
+        axes[1].plot(part["width"], part["speedup"], "o-", label=schedule)
+    axes[1].axhline(1.0, color="black", lw=1)
+    for ax, label in zip(axes, ("tau (tokens per cycle)", "speedup over AR")):
+        ax.set(xscale="log", xlabel="block size k", ylabel=label)
+        ax.minorticks_off()
+        ax.set_xticks(list(blocks), [str(k) for k in blocks])
+        ax.legend()
+    fig.suptitle(f"block size sweep, first {n_prompts} HumanEval prompts, greedy", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
+def length_histogram(hist: pd.DataFrame, k: int):
+    """Share of cycles by accepted length, log scale (Figure 7)."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for method, part in hist.groupby("method"):
+        ax.plot(part["accepted"], part["share"], "o-", label=method)
+    ax.set(yscale="log", xlabel="tokens accepted in a cycle (a = drafts accepted + 1)", ylabel="share of cycles",
+           title=f"acceptance-length distribution at k = {k} (complete cycles)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def position_acceptance(positions: pd.DataFrame):
+    """P(draft i accepted | drafts before i accepted) with Wilson bands."""
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for method, part in positions.groupby("method"):
+        ax.plot(part["position"], part["probability"], "o-", label=method)
+        ax.fill_between(part["position"], part["low"], part["high"], alpha=0.2)
+    ax.set(xlabel="draft position i", ylabel="P(i accepted | 1..i-1 accepted)", ylim=(0, 1.02),
+           title="per-position acceptance (conditional), greedy")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def batch_throughput(pivot: pd.DataFrame, block: int):
+    """Tokens/s of batched AR and DEER decoding by batch size (Table 5)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for method in ("ar", "deer"):
+        ax.plot(pivot.index, pivot[method], "o-", label=method)
+    ax.set(xscale="log", xlabel="batch size", ylabel="tokens / s", title=f"batched greedy decoding, k = {block}")
+    ax.minorticks_off()
+    ax.set_xticks(list(pivot.index), [str(b) for b in pivot.index])
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def observed_vs_exact(fits: pd.DataFrame, raw: list, temperatures, n_samples: int, top: int = 40):
+    """Observed frequency against the exact probability of the most likely continuations."""
+    fig, axes = plt.subplots(1, len(temperatures), figsize=(6 * len(temperatures), 4.5), squeeze=False)
+    for ax, temperature in zip(axes[0], temperatures):
+        for i, row in fits.reset_index(drop=True).iterrows():
+            if row["temperature"] != temperature or pd.notna(row["draft_top_k"]):     # truncated q: not drawn
+                continue
+            counts, law = raw[i]
+            keys = sorted(law, key=law.get, reverse=True)[:top]
+            expected = np.array([law[k] for k in keys])
+            observed = np.array([counts.get(k, 0) for k in keys]) / n_samples
+            ax.plot(expected, observed, "o" if row["role"] == "correct" else "x", ms=4, label=row["label"])
+        lim = [0, ax.get_xlim()[1]]
+        ax.plot(lim, lim, color="black", lw=1)
+        ax.set(xlabel="exact AR probability of the continuation", ylabel="observed frequency",
+               title=f"T = {temperature:g}: {top} most likely continuations")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,142 @@
+"""Which models an experiment uses: presets trained here (on first use), or real checkpoints
+on local paths; wrapped for decoding.
+
+* :func:`load_model`: the self-speculative model of a preset
+  (:data:`spec_lib.training.self_speculative.PRESETS`), or a local dual-mode checkpoint;
+* :func:`load_dual_mode`: a dual-mode checkpoint from a local directory
+  (``from_pretrained(local_files_only=True)``), e.g. Nemotron-Labs-Diffusion on the gpu
+  profile; the MASK id comes from the argument, the config or the saved tokenizer;
+* :func:`load_deer`: DEER's frozen target and drafters (:mod:`spec_lib.training.deer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..drafters import ARDrafter, DiffusionDrafter
+from ..models import DualModeLM
+from ..schedules.validation import is_int
+from .deer import D2A_PRESETS, D2AConfig, load_or_train_deer, stage2_name
+from .self_speculative import ABLATIONS, PRESETS, checkpoint_key, load_or_distill_variant, load_or_train
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
+def _dtype(dtype: str) -> torch.dtype:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def load_dual_mode(path: str | Path, mask_token_id: int | None = None, *, dtype: str = "float32",
+                   device: str = "cpu"):
+    """``(DualModeLM, tokenizer)`` from a local checkpoint directory.
+
+    Raises:
+        FileNotFoundError: the path does not exist or holds no ``config.json``.
+        ValueError: no MASK token id (argument, ``config.mask_token_id`` or the tokenizer's
+            ``mask_token``), a MASK id that is not an int, or an unknown ``dtype``.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"checkpoint_path {str(path)!r} is not a local checkpoint directory "
+                                f"(no config.json); weights are never downloaded, give a local path")
+    torch_dtype = _dtype(dtype)
+    if mask_token_id is not None and not is_int(mask_token_id):
+        raise ValueError(f"mask_token_id must be None or an int token id, got {mask_token_id!r}")
+    tokenizer = None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError):
+        pass
+    hf_model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch_dtype).to(device)
+    if mask_token_id is None:
+        mask_token_id = getattr(hf_model.config, "mask_token_id", None)
+    if mask_token_id is None and tokenizer is not None:
+        mask_token_id = tokenizer.mask_token_id
+    if mask_token_id is None:
+        raise ValueError(f"no MASK token id for {str(path)!r}: pass mask_token_id, or save it as "
+                         f"config.mask_token_id or as the tokenizer's mask_token")
+    return DualModeLM(hf_model.eval(), mask_token_id), tokenizer
+
+
+def load_model(preset: str = "", checkpoint_path: str = "", *, dtype: str = "float32", device: str = "cpu",
+               progress: bool = True):
+    """``(DualModeLM, tokenizer)``: a real checkpoint if ``checkpoint_path`` is given, else the
+    preset's model, trained here on first use and cached (notebook 10 trains the same one)."""
+    if checkpoint_path:
+        return load_dual_mode(checkpoint_path, dtype=dtype, device=device)
+    if preset not in PRESETS:
+        raise ValueError(f"model_preset must be one of {list(PRESETS)} (or give checkpoint_path), got {preset!r}")
+    torch_dtype = _dtype(dtype)
+    trained = load_or_train(*PRESETS[preset], progress=progress)
+    hf_model = trained.hf_model.to(device=device, dtype=torch_dtype).eval()
+    return DualModeLM(hf_model, trained.mask_token_id), trained.tokenizer
+
+
+def recipe_models(preset: str, ablations=(), progress: bool = True):
+    """``(trained, models)``: the preset's trained model and, wrapped for decoding, the final
+    model, the model before self-distillation, and each named stage-2 ablation
+    (:data:`spec_lib.training.self_speculative.ABLATIONS`), trained on first use and cached."""
+    if preset not in PRESETS:
+        raise ValueError(f"model_preset must be one of {list(PRESETS)}, got {preset!r}")
+    unknown = [a for a in ablations if a not in ABLATIONS]
+    if unknown:
+        raise ValueError(f"ablations must be among {list(ABLATIONS)}, got {unknown}")
+    trained = load_or_train(*PRESETS[preset], progress=progress)
+    models = {"final": DualModeLM(trained.hf_model, trained.mask_token_id)}
+    if trained.stage1 is not None:
+        models["stage 1 (no self-distillation)"] = DualModeLM(trained.stage1, trained.mask_token_id)
+    for name in ablations:
+        variant = load_or_distill_variant(*PRESETS[preset], ABLATIONS[name], progress=progress)
+        models[name] = DualModeLM(variant.hf_model, variant.mask_token_id)
+    return trained, models
+
+
+def model_key(preset: str) -> str:
+    """The checkpoint key the current code computes for a preset (what results record)."""
+    return checkpoint_key(*PRESETS[preset])
+
+
+@dataclass
+class DeerModels:
+    """A frozen target (wrapped for decoding), its tokenizer and the trained drafters."""
+
+    target: DualModeLM
+    tokenizer: object
+    hf_models: dict
+    history: pd.DataFrame
+    record: dict = field(default_factory=dict)
+    config: D2AConfig | None = None
+    path: Path | None = None
+
+    def diffusion_drafter(self, name: str | None = None) -> DiffusionDrafter:
+        """The DEER drafter ``name`` (default: Stage II at ``config.alpha``)."""
+        name = name or stage2_name(self.config.alpha)
+        if name not in self.hf_models or name.startswith("ar_"):
+            raise ValueError(f"name must be one of {[n for n in self.hf_models if not n.startswith('ar_')]}, "
+                             f"got {name!r}")
+        return DiffusionDrafter(self.hf_models[name], self.tokenizer.mask_token_id, self.tokenizer.sep_token_id,
+                                context=self.config.context)
+
+    def ar_drafter(self) -> ARDrafter:
+        return ARDrafter(self.hf_models["ar_distilled"])
+
+
+def load_deer(preset: str = "cpu", *, dtype: torch.dtype = torch.float32, device: str = "cpu",
+              progress: bool = True) -> DeerModels:
+    """The target and drafters of a :data:`~spec_lib.training.deer.D2A_PRESETS` entry: cached,
+    or trained now and cached."""
+    if preset not in D2A_PRESETS:
+        raise ValueError(f"preset must be one of {list(D2A_PRESETS)}, got {preset!r}")
+    config = D2A_PRESETS[preset]
+    drafters, path = load_or_train_deer(config, progress=progress, dtype=dtype, device=device)
+    target = load_or_train(*PRESETS[config.target_preset], progress=progress)
+    return DeerModels(DualModeLM(target.hf_model.to(device=device, dtype=dtype).eval(), target.mask_token_id),
+                      target.tokenizer, drafters.hf_models, drafters.history, drafters.record, config, path)

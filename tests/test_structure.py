@@ -1,0 +1,83 @@
+"""The package's layering and the provenance keys: the decoding core never imports training,
+studies or notebook code; checkpoint keys follow the source of exactly the modules a pipeline
+imports (a loss change retrains, a new layout does not); the repository cites no file it lacks."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from spec_lib import provenance
+from spec_lib.training import deer, self_speculative
+
+CORE = ["spec_lib.masks", "spec_lib.verify", "spec_lib.models", "spec_lib.architectures", "spec_lib.toy",
+        "spec_lib.schedules", "spec_lib.drafters", "spec_lib.batch"]
+UPPER = ("spec_lib.training", "spec_lib.studies", "spec_lib.notebook")
+
+
+def test_core_never_imports_training_studies_or_notebook():
+    reached = provenance.closure(CORE)
+    assert "spec_lib.schedules.packed" in reached and "spec_lib.masks.layouts" in reached   # the walk works
+    assert not [m for m in reached if m.startswith(UPPER)]
+
+
+def test_training_pipelines_do_not_import_inference_layouts():
+    for pipeline in (self_speculative.PIPELINE, deer.PIPELINE):
+        reached = provenance.closure([pipeline])
+        assert "spec_lib.training.dual_mode" in reached and "spec_lib.masks.predicates" in reached
+        assert "spec_lib.masks.layouts" not in reached and "spec_lib.models" not in reached, pipeline
+
+
+def test_import_resolution_handles_relative_and_package_imports():
+    source = "from .. import verify\nfrom ..masks import predicates, call_kind\nimport spec_lib.toy\n" \
+             "def f():\n    from .state import Decoding\n"
+    found = provenance.imports_in_source(source, "spec_lib.schedules.packed")
+    assert found == {"spec_lib.verify", "spec_lib.masks.predicates", "spec_lib.masks", "spec_lib.toy",
+                     "spec_lib.schedules.state"}
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of spec_lib whose files a test may edit; provenance reads the copy."""
+    copy = tmp_path / "spec_lib"
+    shutil.copytree(provenance.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "PACKAGE_DIR", copy)
+    return copy
+
+
+def _key():
+    model_config, train_config = self_speculative.PRESETS["smoke"]
+    return self_speculative.checkpoint_key(model_config, train_config)
+
+
+def test_checkpoint_key_changes_with_the_loss_and_not_with_a_new_layout(package_copy):
+    before = _key()
+    layouts = package_copy / "masks" / "layouts.py"
+    layouts.write_text(layouts.read_text() + "\n\nEXTRA = register(LTRCall('extra_kind', True, 'a new layout'))\n")
+    (package_copy / "masks" / "setdlm.py").write_text('"""A new family of layouts."""\n')
+    assert _key() == before                                        # inference-only change: no retraining
+    loss = package_copy / "training" / "dual_mode.py"
+    loss.write_text(loss.read_text().replace("loss = ar + diffusion_weight * diffusion",
+                                             "loss = ar + 2 * diffusion_weight * diffusion"))
+    assert _key() != before                                        # the objective changed: retrain
+    predicates = package_copy / "masks" / "predicates.py"
+    loss.write_text(loss.read_text().replace("loss = ar + 2 * diffusion_weight", "loss = ar + diffusion_weight"))
+    assert _key() == before
+    predicates.write_text(predicates.read_text() + "\n# the training mask's module changed\n")
+    assert _key() != before
+
+
+def test_deer_key_follows_its_target():
+    config = deer.D2A_PRESETS["smoke"]
+    assert deer.deer_cache_key(config) != deer.deer_cache_key(deer.D2AConfig(**{**config.__dict__, "alpha": 1.02}))
+
+
+def test_the_repository_cites_no_missing_design_file():
+    root = provenance.REPO_ROOT
+    texts = [p for p in [*root.joinpath("spec_lib").rglob("*.py"), *root.joinpath("tests").rglob("*.py"),
+                         root / "README.md", *root.joinpath("docs").rglob("*.md")] if p.name != "test_structure.py"]
+    assert not [p.name for p in texts if re.search(r"\bDESIGN\.md\b", p.read_text())]
+    assert (root / "docs" / "architecture.md").is_file()
+    assert "docs/architecture.md" in (root / "README.md").read_text()
