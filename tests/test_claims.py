@@ -74,3 +74,144 @@ def test_model_results_come_from_the_current_checkpoint(stem):
 @pytest.mark.parametrize("stem", DEER_NOTEBOOKS)
 def test_deer_results_come_from_the_current_drafters(stem):
     assert metrics(stem)["drafter_key"] == deer_cache_key(D2A_PRESETS["cpu"])
+
+
+# ----- the claims the README makes -----------------------------------------------------------------
+
+def test_01_cost_model_describes_calls_and_iterations():
+    """tau + delta n fits the timed calls (R^2 >= 0.98), and every schedule's measured model
+    time per iteration is within 25% of the prediction from its layout's rows."""
+    m = metrics("01_cost_model_and_layouts")
+    assert m["r2"] >= 0.98 and m["tau_seconds"] > 0 and m["delta_seconds"] > 0
+    ratios = [r["measured / layout prediction"] for r in m["iteration_costs"]]
+    assert ratios and all(0.75 <= r <= 1.25 for r in ratios), ratios
+
+
+def test_02_no_dominance_violation_and_a_counterexample_without_the_assumption():
+    m = metrics("02_pathwise_dominance")
+    for r in m["threshold_study"]:
+        assert r["theorem_violations"] == r["nfe_violations"] == r["lemma_b1_violations"] == r["lemma_b2_violations"] == 0
+    assert sum(r["instances"] for r in m["threshold_study"]) >= 100_000
+    assert all(r["nfe_violations"] == 0 and r["simulator_agrees"] == r["simulator_checked"] for r in m["end_to_end"])
+    assert m["counterexample"]["nfe_packed"] > m["counterexample"]["nfe_linear"]
+
+
+def test_03_every_schedule_samples_exactly_and_broken_variants_are_caught():
+    m = metrics("03_exact_sampling")
+    correct = [r for r in m["main"] + m["repeats"] if r["role"] == "correct"]
+    controls = [r for r in m["main"] if r["role"] == "negative control"]
+    assert len(correct) >= 7 + 32 and len(controls) == 5
+    assert all(r["chi2_p"] > 1e-4 and r["g_p"] > 1e-4 for r in correct)
+    assert all(r["chi2_p"] < 1e-6 and r["g_p"] < 1e-6 for r in controls)
+    assert all(r["closed_form_error"] <= 1e-12 for r in m["lemma_b3"])
+    assert m["calibration"]["ks_uniform_p"] > 0.01 and 0.02 <= m["calibration"]["below_0.05"] <= 0.1
+
+
+def _ablation(model: str) -> dict[str, dict]:
+    return {r["slice"]: r for r in rows("10_train_self_speculative_model", "ablation", model=model)}
+
+
+def test_10_model_trains_within_budget_and_self_distillation_helps_on_held_out_text():
+    m = metrics("10_train_self_speculative_model")
+    assert m["heldout_perplexity"] < 120 and m["record"]["train_seconds"] <= 25 * 60
+    final, stage1 = _ablation("final"), _ablation("stage 1 (no self-distillation)")
+    assert set(final) == set(stage1) == {"packages", "stdlib", "code"}
+    for name in final:     # Linear-SS tokens/iteration at B = 32: the drafter stage adds >= 0.2
+        assert final[name]["linear_tokens_per_iteration"] >= stage1[name]["linear_tokens_per_iteration"] + 0.2, name
+
+
+def test_10_training_ar_mode_on_its_own_text_buys_acceptance_with_loops():
+    """The ablation the README warns about: more tokens/iteration, and more repetitive text."""
+    final, own = _ablation("final"), _ablation("ar_on_own_text")
+    for name in final:
+        assert own[name]["linear_tokens_per_iteration"] > final[name]["linear_tokens_per_iteration"], name
+        assert own[name]["repetition"] > final[name]["repetition"], name
+
+
+def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
+    m = metrics("11_packed_ss_greedy")
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] >= 1000
+    for name in ("code", "packages", "stdlib", "math"):
+        r = row("11_packed_ss_greedy", "ratios_to_linear", slice=name, method="packed B=32")
+        assert r["tokens_per_nfe_ratio_low"] > 1.25, (name, r["tokens_per_nfe_ratio_low"])
+        # Each Packed call holds twice Linear's block rows: at this tau/delta it costs 1.2-1.6x.
+        assert 1.2 <= r["time_per_nfe_ratio"] <= 1.6, (name, r["time_per_nfe_ratio"])
+
+
+def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
+    for r in metrics("11_packed_ss_greedy")["cost_model_check"]:
+        band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
+        assert abs(r["relative_error"]) <= band, (r["slice"], r["tau_delta_from"], r["relative_error"])
+
+
+def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
+    """Acceptance is read against the text it was measured on: the greedy outputs of this
+    small model repeat far more than the real continuations of the same prompts."""
+    m = metrics("11_packed_ss_greedy")
+    reference = {r["slice"]: r["reference_repetition"] for r in m["reference_repetition"]}
+    for r in m["absolute"]:
+        assert 0.0 <= r["repetition"] <= 1.0
+        if r["slice"] != "math":
+            assert r["repetition"] > reference[r["slice"]] + 0.3, r
+
+
+def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
+    m = metrics("12_packed_ss_sampling")
+    for name in ("code", "packages", "stdlib", "math"):
+        r = row("12_packed_ss_sampling", "ratios_to_linear", slice=name, method="packed B=32")
+        assert r["tokens_per_nfe_ratio_low"] > 1.3, (name, r["tokens_per_nfe_ratio_low"])
+    for name in ("code", "math"):
+        assert row("12_packed_ss_sampling", "ratios_to_linear", slice=name, method="packed B=32")["throughput_ratio_low"] > 1.0
+    for r in m["cost_model_check"]:
+        assert abs(r["relative_error"]) <= 0.03, (r["slice"], r["tau_delta_from"], r["relative_error"])
+
+
+def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
+    table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
+    assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
+    assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
+    assert all(r["non_model_share_of_wall"] <= 0.08 for r in table.values())
+    assert table["packed B=32"]["non_model_vs_baseline"] <= 1.5
+
+
+def test_20_alignment_lifts_the_drafter_above_masked_diffusion_pretraining():
+    for r in metrics("20_deer_alignment")["stage2_ablation"]:
+        assert r["Stage I"] >= r["pre-trained dLLM"] + 0.5, r
+        assert r["Stage I + II"] >= r["Stage I"] - 0.1, r       # Stage II does not hurt (tolerance 0.1)
+    sens = {r["alpha"]: r for r in metrics("20_deer_alignment")["alpha_sensitivity"]}
+    assert sens[1.05]["late_train_loss_std"] > sens[1.01]["late_train_loss_std"]
+
+
+def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
+    fits = metrics("22_deer_exact_sampling")["fits"]
+    correct = [r for r in fits if r["role"] == "correct"]
+    controls = [r for r in fits if r["role"] == "negative control"]
+    assert len(correct) == 6 and len(controls) == 4
+    assert all(r["chi2_p"] > 1e-4 and r["g_p"] > 1e-4 for r in correct)
+    assert all(r["chi2_p"] < 1e-6 and r["g_p"] < 1e-6 for r in controls)
+
+
+def test_13_packed_beats_linear_at_the_best_block_sizes_and_the_cost_model_agrees():
+    m = metrics("13_block_size_probe")
+    best = m["best_throughput"]
+    assert best["packed"] >= 1.1 * best["linear"], best
+    for r in m["packed_vs_linear_at_best"]:
+        assert r["throughput_ratio_low"] > 1.0, r
+    independent = [r for r in m["cost_model_at_best"] if r["tau_delta_from"] == "independent"]
+    assert independent and all(abs(r["relative_error"]) <= 0.05 for r in independent)
+
+
+def test_13_no_schedule_is_much_faster_than_ar_on_this_cpu():
+    """The honest negative: at their best block sizes the schedules stay within [0.6, 1.3] of AR
+    (the issue's target of >= 1.3x is not met by this model)."""
+    for r in metrics("13_block_size_probe")["speedups_at_best"]:
+        assert 0.6 <= r["throughput_ratio"] <= 1.3, r
+
+
+def test_21_deer_is_lossless_and_the_ar_drafter_beats_it_at_this_scale():
+    m = metrics("21_deer_decoding")
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] >= 200
+    assert all(r["same"] == r["responses"] for r in m["batch_identity"])
+    assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.0
+    assert m["ar_draft_speedup_code_t0"] > 1.0 > m["deer_speedup_code_t0"]
+    assert not any(m["deer_tau_above_ar_drafter_k_ge_8"].values())
