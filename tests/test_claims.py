@@ -76,6 +76,12 @@ def test_deer_results_come_from_the_current_drafters(stem):
     assert metrics(stem)["drafter_key"] == deer_cache_key(D2A_PRESETS["cpu"])
 
 
+def assert_fits(correct: list[dict], controls: list[dict]) -> None:
+    """Exact variants pass chi-square and G (p > 1e-4); negative controls fail both (p < 1e-6)."""
+    assert all(r["chi2_p"] > 1e-4 and r["g_p"] > 1e-4 for r in correct)
+    assert all(r["chi2_p"] < 1e-6 and r["g_p"] < 1e-6 for r in controls)
+
+
 # ----- the claims the README makes -----------------------------------------------------------------
 
 def test_01_cost_model_describes_calls_and_iterations():
@@ -101,8 +107,7 @@ def test_03_every_schedule_samples_exactly_and_broken_variants_are_caught():
     correct = [r for r in m["main"] + m["repeats"] if r["role"] == "correct"]
     controls = [r for r in m["main"] if r["role"] == "negative control"]
     assert len(correct) >= 7 + 32 and len(controls) == 5
-    assert all(r["chi2_p"] > 1e-4 and r["g_p"] > 1e-4 for r in correct)
-    assert all(r["chi2_p"] < 1e-6 and r["g_p"] < 1e-6 for r in controls)
+    assert_fits(correct, controls)
     assert all(r["closed_form_error"] <= 1e-12 for r in m["lemma_b3"])
     assert m["calibration"]["ks_uniform_p"] > 0.01 and 0.02 <= m["calibration"]["below_0.05"] <= 0.1
 
@@ -187,8 +192,7 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
     correct = [r for r in fits if r["role"] == "correct"]
     controls = [r for r in fits if r["role"] == "negative control"]
     assert len(correct) == 6 and len(controls) == 4
-    assert all(r["chi2_p"] > 1e-4 and r["g_p"] > 1e-4 for r in correct)
-    assert all(r["chi2_p"] < 1e-6 and r["g_p"] < 1e-6 for r in controls)
+    assert_fits(correct, controls)
 
 
 def test_13_packed_beats_linear_at_the_best_block_sizes_and_the_cost_model_agrees():
