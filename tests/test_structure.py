@@ -10,10 +10,11 @@ import shutil
 import pytest
 
 from spec_lib import provenance
-from spec_lib.training import deer, self_speculative
+from spec_lib.training import dedit, deer, self_speculative
+from spec_lib.training.block_drafters import DEDIT_PRESETS
 
 CORE = ["spec_lib.masks", "spec_lib.verify", "spec_lib.models", "spec_lib.architectures", "spec_lib.toy",
-        "spec_lib.schedules", "spec_lib.drafters", "spec_lib.batch"]
+        "spec_lib.schedules", "spec_lib.drafters", "spec_lib.drafters.block_edit", "spec_lib.batch"]
 UPPER = ("spec_lib.training", "spec_lib.studies", "spec_lib.notebook")
 
 
@@ -24,9 +25,10 @@ def test_core_never_imports_training_studies_or_notebook():
 
 
 def test_training_pipelines_do_not_import_inference_layouts():
-    for pipeline in (self_speculative.PIPELINE, deer.PIPELINE):
+    for pipeline in (self_speculative.PIPELINE, deer.PIPELINE, dedit.PIPELINE):
         reached = provenance.closure([pipeline])
         assert "spec_lib.training.dual_mode" in reached and "spec_lib.masks.predicates" in reached
+        assert "spec_lib.drafters.block_edit" not in reached and "spec_lib.training.block_drafters" not in reached
         assert "spec_lib.masks.layouts" not in reached and "spec_lib.models" not in reached, pipeline
 
 
@@ -67,6 +69,19 @@ def test_checkpoint_key_changes_with_the_loss_and_not_with_a_new_layout(package_
     assert _key() == before
     predicates.write_text(predicates.read_text() + "\n# the training mask's module changed\n")
     assert _key() != before
+
+
+def test_dedit_key_follows_its_objective_and_not_its_decoding_or_other_presets(package_copy):
+    config = DEDIT_PRESETS["smoke"]
+    before = dedit.dedit_cache_key(config)
+    for module in ("drafters/block_edit.py", "training/block_drafters.py"):           # decoding and presets
+        path = package_copy / module
+        path.write_text(path.read_text() + "\n# edited\n")
+    assert dedit.dedit_cache_key(config) == before
+    objective = package_copy / "training" / "block_edit.py"
+    objective.write_text(objective.read_text().replace("loss = unmask + edit if joint", "loss = unmask + 2 * edit if joint"))
+    assert dedit.dedit_cache_key(config) != before
+    assert dedit.dedit_cache_key(DEDIT_PRESETS["cpu"]) != before
 
 
 def test_deer_key_follows_its_target():

@@ -1,0 +1,49 @@
+"""Tables of the DFlash / DEdit notebooks (seed 002): training summaries, ProposalMix input
+rates (Table 6), the macro average of Table 1, and the drafter's share of decoding time."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+def training_summary(history: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: first and final held-out losses and accuracies of the trained passes."""
+    held = history[history["split"] == "heldout"].sort_values("step")
+    columns = [c for c in ("unmask", "edit", "p1_accuracy", "p2_accuracy") if c in held]
+    first = held.groupby("model")[columns].first().add_prefix("first_")
+    last = held.groupby("model")[columns].last().add_prefix("final_")
+    steps = held.groupby("model")["step"].max().rename("steps")
+    seconds = history[history["split"] == "train"].groupby("model")["seconds"].max().rename("train_seconds")
+    return pd.concat([steps, seconds, first, last], axis=1).reset_index().rename(columns={"model": "variant"})
+
+
+def mix_rates(history: pd.DataFrame, variant: str = "dedit") -> pd.DataFrame:
+    """Table 6 analogue: ProposalMix's GT-selection and overwrite rates on the held-out
+    blocks at every evaluation step of ``variant`` (each checkpoint is its own P1)."""
+    held = history[(history["split"] == "heldout") & (history["model"] == variant)]
+    if held.empty:
+        raise ValueError(f"variant {variant!r} has no held-out rows; have {sorted(history['model'].unique())}")
+    return held[["step", "gt_selection", "overwrite", "p1_accuracy", "p2_accuracy"]].reset_index(drop=True)
+
+
+def with_macro_average(main: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 layout: per temperature and method, every slice plus ``macro`` (the mean of the
+    per-slice tau and speedup, as seed 002's "Avg." over suites)."""
+    macro = (main.groupby(["temperature", "method"], as_index=False, sort=False)[["tau", "speedup"]].mean()
+             .assign(slice="macro"))
+    return pd.concat([main, macro], ignore_index=True)
+
+
+def drafting_time(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per method: drafter passes per round, drafter and target time per round (ms), the
+    drafter's share of model time and the decoder's own (non-model) share of wall time."""
+    rows = []
+    for method, group in runs.groupby("method", sort=False):
+        rounds = group["iterations"].sum()
+        drafter = group["drafter_seconds"].sum()
+        rows.append({"method": method, "passes_per_round": group["drafter_nfe"].sum() / rounds,
+                     "drafter_ms_per_round": 1e3 * drafter / rounds,
+                     "target_ms_per_round": 1e3 * (group["model"].sum() - drafter) / rounds,
+                     "drafter_share_of_model": drafter / group["model"].sum(),
+                     "non_model_share_of_wall": 1 - group["model"].sum() / group["wall"].sum()})
+    return pd.DataFrame(rows)

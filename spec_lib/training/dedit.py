@@ -1,0 +1,214 @@
+"""Training DFlash and DEdit drafters against the frozen cpu target: the pipeline and its cache.
+
+Reference: seed 002 (DEdit), Sec. 3-4: DFlash (one pass from masks) and DEdit (the same
+network trained jointly on its first pass and an editing pass fed ProposalMix inputs) on the
+same backbone, data and steps; the objectives are in :mod:`spec_lib.training.block_edit`.
+
+:func:`train_block_drafters` (one :class:`DEditConfig`):
+
+1. the target is the self-speculative model of :mod:`spec_lib.training.self_speculative` in
+   AR mode, frozen (the target DEER uses);
+2. :func:`teacher_set`: corpus windows continued greedily by the target (the DEER pipeline's
+   teacher construction at this config's sizes), cached under ``artifacts/teacher/<key>``;
+3. one :class:`~spec_lib.drafters.feature_block.FeatureBlockDrafter` per entry of
+   ``config.variants`` (:data:`VARIANTS`), each from the same initial weights, batches and
+   steps; features come from the frozen target per batch.
+
+:func:`save_block_drafters` writes ``artifacts/dedit/<key>/<variant>/`` (``save_pretrained``)
+with ``history.csv`` and ``record.json``; the key hashes the config, the target's checkpoint
+key and the source of every module this pipeline imports (decoding code is not among them:
+:mod:`spec_lib.training.block_drafters` loads the checkpoints for decoding).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter
+from ..io import atomic_directory
+from . import block_edit, data
+from .cache import artifacts_dir, cache_key
+from .loop import fit
+from .self_speculative import PRESETS, checkpoint_key, load_or_train, windows
+from .teacher import greedy_continuations
+
+PIPELINE = "spec_lib.training.dedit"
+
+#: variant -> keyword arguments of :func:`block_edit.dedit_loss` (None: DFlash's unmask loss only).
+VARIANTS: dict[str, dict | None] = {
+    "dflash": None,
+    "dedit": {"joint": True, "mix": True},
+    "dedit_no_mix": {"joint": True, "mix": False},
+    "dedit_no_joint": {"joint": False, "mix": True},
+    "dedit_no_both": {"joint": False, "mix": False},
+    "dedit_low": {"joint": True, "mix": True, "select": "low"},
+}
+
+
+@dataclass(frozen=True)
+class DEditConfig:
+    """Drafter architecture, teacher data and training schedule (one per preset)."""
+
+    target_preset: str = "cpu"
+    num_layers: int = 2                 # drafter layers (DFlash: 5 on an 8B target)
+    n_features: int = 3                 # target layers read as context
+    width: int = 16                     # W: anchor + W - 1 drafted slots
+    gamma: float = 7.0                  # seed 002: 7 at W = 16
+    teacher_prompts: int = 1536
+    heldout_prompts: int = 32
+    prompt_len: int = 160
+    answer_len: int = 96
+    n_anchors: int = 16                 # anchors per sequence per step
+    batch_size: int = 8
+    steps: int = 750
+    lr: float = 1e-3
+    warmup: int = 50
+    eval_every: int = 100
+    eta: float = 0.5                    # ProposalMix threshold (or fraction)
+    select: str = "high"                # ProposalMix: confident slots get ground truth
+    rule: str = "threshold"
+    variants: tuple[str, ...] = ("dflash", "dedit", "dedit_no_mix")
+    seed: int = 0
+    max_files: int | None = None
+
+
+
+
+def dedit_cache_key(config: DEditConfig) -> str:
+    return cache_key(PIPELINE, config=asdict(config), target=checkpoint_key(*PRESETS[config.target_preset]))
+
+
+def _check(config: DEditConfig) -> None:
+    if not isinstance(config, DEditConfig):
+        raise TypeError(f"config must be a DEditConfig, got {type(config).__name__}")
+    if config.target_preset not in PRESETS:
+        raise ValueError(f"target_preset must be one of {list(PRESETS)}, got {config.target_preset!r}")
+    unknown = [v for v in config.variants if v not in VARIANTS]
+    if unknown or not config.variants:
+        raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, got {list(config.variants)}")
+
+
+def load_target(preset: str, progress: bool = True):
+    """The frozen self-speculative model of ``preset`` (trained on first use)."""
+    target = load_or_train(*PRESETS[preset], progress=progress)
+    for p in target.hf_model.parameters():
+        p.requires_grad_(False)
+    return target
+
+
+def teacher_set(config: DEditConfig, target, progress: bool = True) -> dict[str, torch.Tensor]:
+    """Train / held-out prompts and the target's greedy answers, cached by target and sizes."""
+    parts = {k: getattr(config, k) for k in ("target_preset", "teacher_prompts", "heldout_prompts", "prompt_len",
+                                              "answer_len", "seed", "max_files")}
+    path = artifacts_dir() / "teacher" / cache_key("spec_lib.training.teacher", **parts,
+                                                   target=checkpoint_key(*PRESETS[config.target_preset]))
+    if (path / "teacher.pt").exists():
+        return torch.load(path / "teacher.pt")
+    model_config, target_config = PRESETS[config.target_preset]
+    docs = data.training_documents(target_config.math_share, target_config.copy_share, target_config.seed,
+                                   max_files=config.max_files or target_config.max_files)
+    heldout_docs = [data.read_source(p) for p in data.stdlib_files("heldout")[: config.max_files]]
+    stream = data.token_stream(docs, target.tokenizer)
+    heldout = data.token_stream(heldout_docs, target.tokenizer)
+    gen = torch.Generator().manual_seed(config.seed)
+    started = time.perf_counter()
+    out = {"prompts": windows(stream, config.prompt_len, config.teacher_prompts, gen),
+           "heldout_prompts": windows(heldout, config.prompt_len, config.heldout_prompts, gen)}
+    out["answers"] = greedy_continuations(target.hf_model, out["prompts"], config.answer_len, batch=64,
+                                          progress=progress)
+    out["heldout_answers"] = greedy_continuations(target.hf_model, out["heldout_prompts"], config.answer_len,
+                                                  batch=64, progress=progress)
+    out["seconds"] = torch.tensor(time.perf_counter() - started)
+    with atomic_directory(path) as tmp:
+        torch.save(out, tmp / "teacher.pt")
+    return out
+
+
+@torch.no_grad()
+def target_features(hf_model, sequences: torch.Tensor, layer_ids: list[int]) -> torch.Tensor:
+    """``(B, L, n_features * H)``: the frozen target's hidden states after ``layer_ids``."""
+    hidden = hf_model(input_ids=sequences, output_hidden_states=True, use_cache=False).hidden_states
+    return torch.cat([hidden[i + 1] for i in layer_ids], dim=-1)
+
+
+def anchor_batch(config: DEditConfig, hf_model, layer_ids, prompts, answers, mask_token_id: int,
+                 generator: torch.Generator) -> block_edit.AnchorBatch:
+    """Features and sampled anchor blocks of teacher rows (prompt + answer, answer supervised)."""
+    sequences = torch.cat([prompts, answers], dim=1)
+    loss_mask = torch.zeros_like(sequences, dtype=torch.bool)
+    loss_mask[:, prompts.shape[1]:] = True
+    parts = block_edit.sample_anchors(sequences, loss_mask, n_anchors=config.n_anchors, width=config.width,
+                                      mask_token_id=mask_token_id, generator=generator)
+    return block_edit.AnchorBatch(target_features(hf_model, sequences, layer_ids), *parts)
+
+
+def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[dict, pd.DataFrame, dict]:
+    """Every variant of ``config.variants``, from the same initial weights, batches and steps."""
+    _check(config)
+    started = time.perf_counter()
+    target = load_target(config.target_preset, progress)
+    teacher = teacher_set(config, target, progress)
+    hf_model, mask_id = target.hf_model.eval(), target.tokenizer.mask_token_id
+    embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
+    weights = block_edit.position_weights(config.width, config.gamma)
+    initial = build_feature_block_drafter(hf_model.config, num_layers=config.num_layers, n_features=config.n_features,
+                                          block_size=config.width, mask_token_id=mask_id, seed=config.seed)
+    layer_ids = list(initial.config.target_layer_ids)
+    eval_gen = torch.Generator().manual_seed(config.seed + 1)
+    eval_batches = [anchor_batch(config, hf_model, layer_ids, teacher["heldout_prompts"][i: i + config.batch_size],
+                                 teacher["heldout_answers"][i: i + config.batch_size], mask_id, eval_gen)
+                    for i in range(0, config.heldout_prompts, config.batch_size)]
+    networks, history = {}, []
+    for name in config.variants:
+        gen = torch.Generator().manual_seed(config.seed)          # the same batches for every variant
+
+        def make_batch(step, gen=gen):
+            pick = torch.randint(0, teacher["prompts"].shape[0], (config.batch_size,), generator=gen)
+            return anchor_batch(config, hf_model, layer_ids, teacher["prompts"][pick], teacher["answers"][pick],
+                                mask_id, gen)
+
+        options = VARIANTS[name]
+
+        def loss_fn(model, batch, options=options):
+            if options is None:
+                return block_edit.unmask_loss(model, embed, head, batch, weights)
+            return block_edit.dedit_loss(model, embed, head, batch, weights, eta=config.eta,
+                                         **{"select": config.select, "rule": config.rule, **options})
+
+        network = FeatureBlockDrafter(initial.config)
+        network.load_state_dict(initial.state_dict())
+        torch.manual_seed(config.seed)
+        history += fit(network, make_batch, loss_fn, steps=config.steps, lr=config.lr, warmup=config.warmup,
+                       eval_batches=eval_batches, eval_every=config.eval_every, label=name, progress=progress)
+        networks[name] = network.eval()
+    record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": float(teacher["seconds"]),
+              "teacher_rows": int(teacher["prompts"].shape[0]), "teacher_tokens": int(teacher["answers"].numel()),
+              "drafter_parameters": int(sum(p.numel() for p in initial.parameters())),
+              "target_parameters": int(sum(p.numel() for p in hf_model.parameters())), "layer_ids": layer_ids,
+              "config": asdict(config), "target_checkpoint_key": checkpoint_key(*PRESETS[config.target_preset]),
+              "checkpoint_key": dedit_cache_key(config)}
+    return networks, pd.DataFrame(history).rename(columns={"stage": "model"}), record
+
+
+def saved_at(config: DEditConfig) -> Path:
+    """Where the drafters of ``config`` are (or will be) cached."""
+    return artifacts_dir() / "dedit" / dedit_cache_key(config)
+
+
+def save_block_drafters(config: DEditConfig, progress: bool = True) -> Path:
+    """Train ``config``'s drafters unless cached; the checkpoint directory (written atomically)."""
+    path = saved_at(config)
+    if not (path / "record.json").exists():
+        networks, history, record = train_block_drafters(config, progress)
+        with atomic_directory(path) as tmp:
+            for name, network in networks.items():
+                network.save_pretrained(tmp / name)
+            history.to_csv(tmp / "history.csv", index=False)
+            (tmp / "record.json").write_text(json.dumps(record, indent=2))
+    return path
