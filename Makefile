@@ -6,6 +6,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 STAMP   := $(VENV)/.installed
+LAB     := $(VENV)/.lab-installed
 
 .PHONY: reproduce test lab benchmark clean-runs help
 
@@ -13,7 +14,7 @@ help:
 	@echo "make reproduce   run every notebook at PROFILE=$(PROFILE) (results/, figures/)"
 	@echo "make test        the test suite (every notebook at the smoke profile included)"
 	@echo "make benchmark   decoder-overhead benchmark (benchmarks/decode_overhead.py)"
-	@echo "make lab         JupyterLab in the project's environment"
+	@echo "make lab         JupyterLab in the project's environment (repository root, notebooks/ open)"
 
 $(STAMP): pyproject.toml requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,9 +34,16 @@ test: $(STAMP)
 benchmark: $(STAMP)
 	$(PY) benchmarks/decode_overhead.py
 
-lab: $(STAMP)
-	$(PY) -m pip install --quiet "jupyterlab>=4"
-	$(VENV)/bin/jupyter lab notebooks/
+$(LAB): $(STAMP) requirements-lab.txt
+	$(PY) -m pip install --quiet -r requirements-lab.txt
+	touch $(LAB)
+
+# Serves the repository root (README, params/, figures/ in the file browser) and opens notebooks/.
+# As root (containers, cloud notebooks) Jupyter refuses to start without --allow-root: pass it, say so.
+lab: $(LAB)
+	@if [ "$$(id -u)" = 0 ]; then echo "make lab: running as root, so starting JupyterLab with --allow-root"; fi
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
 clean-runs:
 	rm -rf runs/ results/smoke/ figures/smoke/

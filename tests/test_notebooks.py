@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -41,6 +42,24 @@ def test_notebook_structure(path):
         assert "  # " in line and param.help, f"parameter without a comment: {line!r}"
         assert param.inferred_type_name != "None", f"papermill cannot read the type of {line!r}"
     assert "profile" in {p.name for p in parsed}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_says_how_to_run_it_and_what_it_shows(path):
+    """A "How to run" cell right under the parameters cell whose commands name this notebook
+    and existing params files, and a closing "What this shows" cell."""
+    nb = nbformat.read(path, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    how = nb.cells[at + 1]
+    assert how.cell_type == "markdown" and how.source.startswith("### How to run")
+    for profile in PROFILES:
+        assert f"python -m spec_lib.run --profile {profile} {path.stem}`" in how.source
+    for named in re.findall(r"params/(\w+)/([\w.]+\.yaml)", how.source):
+        assert named == ("cpu", f"{path.stem}.yaml") and (params.PARAMS_DIR / named[0] / named[1]).is_file()
+    assert "**First use.**" in how.source
+    end = nb.cells[-1]
+    assert end.cell_type == "markdown" and end.source.startswith("### What this shows")
+    assert f"results/<profile>/{path.stem}.json" in end.source
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -196,3 +196,44 @@ def test_written_files_get_normal_permissions(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_live_view_shows_lines_and_the_running_progress_bar():
+    import io
+
+    from spec_lib.notebook.live import LiveView, first_line
+
+    out = io.StringIO()
+    view = LiveView("01_good", 3, file=out)
+    view.cell_started({"cell_type": "code", "source": "\n  x = train(model)  # a long cell\n"})
+    view.write("loading data\n\rtraining:  10%|#  | 1/10")       # one printed line, one bar being drawn
+    assert "  01_good | loading data\n" in out.getvalue()
+    assert "cell 0/3: x = train(model)  # a long cell | training:  10%|#  | 1/10" in view.bar.desc
+    view.write("\rtraining: 100%|###| 10/10\n")                      # the bar finishes: its last state is kept
+    assert "  01_good | training: 100%|###| 10/10\n" in out.getvalue()
+    assert "|" not in view.bar.desc.split(": ", 1)[1].split("long cell", 1)[1]   # no stale bar after the cell
+    view.cell_finished({"cell_type": "code", "source": "x"})
+    view.cell_finished({"cell_type": "markdown", "source": "# not counted"})
+    assert view.bar.n == 1
+    view.close()
+    assert first_line("\n\n" + "y" * 80, limit=10) == "y" * 9 + "…"
+
+
+def test_a_run_with_progress_streams_the_notebook_and_ends_with_a_table(project, capsys):
+    nb = nbformat.read(project / "notebooks" / "01_good.ipynb", as_version=4)
+    nb.cells.append(new_code_cell("import os, tqdm.auto, tqdm.std\n"
+                                  "print('kernel says hello')\n"
+                                  "print('text bars:', tqdm.auto.tqdm is tqdm.std.tqdm,\n"
+                                  "      os.path.isfile(os.path.join(os.environ['IPYTHONDIR'], 'profile_default',\n"
+                                  "                                  'startup', '00-text-progress.py')))"))
+    nbformat.write(nb, project / "notebooks" / "01_good.ipynb")
+    before = os.environ.get("IPYTHONDIR")
+    assert run.main(["--profile", "smoke", "01", "02"]) == 1
+    assert os.environ.get("IPYTHONDIR") == before                       # restored after the run
+    captured = capsys.readouterr()
+    assert "  01_good | kernel says hello" in captured.err              # live, while the notebook runs
+    assert "  01_good | text bars: True True" in captured.err           # the kernel ran the start-up file
+    table = captured.out.splitlines()
+    assert table[0].split() == ["notebook", "status", "time", "results"]
+    assert table[1].split()[:2] == ["01_good", "ok"] and table[1].split()[-1] == "results/smoke/01_good.json"
+    assert table[2].split()[:2] == ["02_bad", "FAILED"] and table[2].split()[-1] == "runs/smoke/02_bad.ipynb"

@@ -7,6 +7,9 @@
   results and figures, published as one set per run (see :mod:`spec_lib.notebook.results`).
 * A failed notebook is reported with its failing cell and error; the others still run;
   the exit status is non-zero.
+* With progress on (the default), the running notebook's current cell, its printed lines and
+  its own progress bars are shown live (:mod:`spec_lib.notebook.live`); at the end a table
+  lists every notebook with its status, time and results file.
 * A notebook whose source, parameters and imported ``spec_lib`` code are unchanged since
   its last successful run is skipped unless ``--force``.
 * Params files that cannot be read (not UTF-8, invalid YAML, duplicate keys, a directory)
@@ -25,6 +28,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..io import atomic_write_bytes, output_root
+from . import live as live_module
 from . import params as params_module
 from .params import ParameterError, load_params
 from .results import PROFILES, code_version, recover
@@ -79,41 +83,69 @@ def run(profile: str, names: list[str], force: bool = False, progress: bool = Tr
     runs = output_root() / "runs" / profile
     runs.mkdir(parents=True, exist_ok=True)
     failures, summary = [], []
-    bar = tqdm(plans, desc=f"notebooks [{profile}]", unit="nb", disable=not progress)
-    for notebook, params in bar:
-        bar.set_postfix_str(notebook.stem)
-        stamp_path = runs / f"{notebook.stem}.stamp"
-        stamp = _stamp(notebook, params)
-        finished = (output_root() / "results" / profile / f"{notebook.stem}.json").exists()
-        if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
-            summary.append((notebook.stem, "up to date", 0.0))
-            continue
-        stamp_path.unlink(missing_ok=True)
-        started = time.perf_counter()
-        try:
-            papermill.execute_notebook(str(notebook), str(runs / notebook.name), parameters=params,
-                                       kernel_name=kernel, cwd=str(notebook.parent), progress_bar=False,
-                                       log_output=False)
-        except PapermillExecutionError as err:
-            where = f"cell In[{err.exec_count}]" if err.exec_count else f"cell #{err.cell_index}"
-            first_line = next((ln for ln in (err.source or "").splitlines() if ln.strip()), "")
-            failures.append(f"{notebook.stem}: failed in {where} ({first_line.strip()[:60]!r}): "
-                            f"{err.ename}: {err.evalue or '(no message)'}")
-            summary.append((notebook.stem, "FAILED", time.perf_counter() - started))
-            continue
-        except Exception as err:                                        # kernel death, I/O, ...
-            failures.append(f"{notebook.stem}: failed: {type(err).__name__}: {err}")
-            summary.append((notebook.stem, "FAILED", time.perf_counter() - started))
-            continue
-        atomic_write_bytes(stamp_path, stamp.encode())
-        summary.append((notebook.stem, "ok", time.perf_counter() - started))
+    bar = tqdm(plans, desc=f"notebooks [{profile}]", unit="nb", disable=not progress, position=0)
+    with live_module.text_progress_kernels():
+        for notebook, params in bar:
+            bar.set_postfix_str(notebook.stem)
+            stamp_path = runs / f"{notebook.stem}.stamp"
+            stamp = _stamp(notebook, params)
+            finished = (output_root() / "results" / profile / f"{notebook.stem}.json").exists()
+            if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
+                summary.append((notebook.stem, "up to date", None))
+                continue
+            stamp_path.unlink(missing_ok=True)
+            started = time.perf_counter()
+            status = _execute(papermill, PapermillExecutionError, notebook, runs, params, kernel, progress, failures)
+            if status == "ok":
+                atomic_write_bytes(stamp_path, stamp.encode())
+            summary.append((notebook.stem, status, time.perf_counter() - started))
+    bar.close()
     recover(profile)                                 # staged outputs of failed notebooks are dropped
-    width = max((len(s) for s, _, _ in summary), default=10)
-    for stem, status, seconds in summary:
-        print(f"  {stem:<{width}}  {status:<10}  {seconds:7.1f} s")
+    print(summary_table(summary, profile))
     for line in failures:
         print(f"FAILED {line}  (executed notebook: {runs.relative_to(output_root())})", file=sys.stderr)
     return len(failures)
+
+
+def _execute(papermill, execution_error, notebook: Path, runs: Path, params: dict, kernel: str, progress: bool,
+             failures: list[str]) -> str:
+    """Execute one notebook (live view when ``progress``); ``"ok"`` or ``"FAILED"`` (reason
+    appended to ``failures``)."""
+    live = None
+    if progress:
+        import nbformat
+
+        cells = sum(c.cell_type == "code" for c in nbformat.read(notebook, as_version=4).cells)
+        live = live_module.LiveView(notebook.stem, cells + 1)          # + papermill's injected parameters
+    try:
+        papermill.execute_notebook(str(notebook), str(runs / notebook.name), parameters=params,
+                                   kernel_name=kernel, cwd=str(notebook.parent), progress_bar=False,
+                                   log_output=False, engine_name=live_module.ENGINE_NAME, live=live)
+    except execution_error as err:
+        where = f"cell In[{err.exec_count}]" if err.exec_count else f"cell #{err.cell_index}"
+        first_line = next((ln for ln in (err.source or "").splitlines() if ln.strip()), "")
+        failures.append(f"{notebook.stem}: failed in {where} ({first_line.strip()[:60]!r}): "
+                        f"{err.ename}: {err.evalue or '(no message)'}")
+        return "FAILED"
+    except Exception as err:                                        # kernel death, I/O, ...
+        failures.append(f"{notebook.stem}: failed: {type(err).__name__}: {err}")
+        return "FAILED"
+    finally:
+        if live is not None:
+            live.close()
+    return "ok"
+
+
+def summary_table(summary: list[tuple[str, str, float | None]], profile: str) -> str:
+    """The end-of-run table: notebook, status, wall time, and where its results are (the
+    results JSON, or the executed notebook for a failure), paths relative to the output root."""
+    rows = [("notebook", "status", "time", "results")]
+    for stem, status, seconds in summary:
+        where = (f"runs/{profile}/{stem}.ipynb" if status == "FAILED" else f"results/{profile}/{stem}.json")
+        shown = "-" if seconds is None else (f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min")
+        rows.append((stem, status, shown, where))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
 def main(argv: list[str] | None = None) -> int:

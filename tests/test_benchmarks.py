@@ -1,0 +1,36 @@
+"""The benchmark scripts' argument handling (the scripts themselves are run by hand: they time
+or train for minutes)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recipe_levers_parses_variants_and_names_what_is_wrong():
+    levers = load("recipe_levers")
+    assert levers.parse_variant("stage2:longer:distill_steps=600,distill_lr=0.003") == \
+        ("stage2", "longer", {}, {"distill_steps": 600, "distill_lr": 0.003})
+    assert levers.parse_variant("full:wide:hidden_size=384,p_full=0.5,widths=(7, 15)") == \
+        ("full", "wide", {"hidden_size": 384}, {"p_full": 0.5, "widths": (7, 15)})
+    with pytest.raises(ValueError, match="stage2 variant may only change"):
+        levers.parse_variant("stage2:x:p_full=0.5")                  # a stage-1 field needs a full retrain
+    with pytest.raises(ValueError, match="must look like"):
+        levers.parse_variant("stage3:x:distill_steps=1")
+    with pytest.raises(ValueError, match="unknown field 'nope'"):
+        levers.parse_variant("full:x:nope=1")
+    with pytest.raises(ValueError, match="must be a Python literal"):
+        levers.parse_variant("full:x:p_full=half")
+    with pytest.raises(SystemExit):
+        levers.main(["--out", "unused.csv"])                           # nothing to do: a usage error
