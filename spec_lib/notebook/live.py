@@ -14,8 +14,9 @@ The pieces are papermill's own extension points: an engine registered under
 The kernel must print text progress bars for this to work: ``tqdm.auto`` picks widget bars
 inside any Jupyter kernel where ``ipywidgets`` is installed (as ``make lab`` installs it),
 and widgets never reach a terminal (nor render in the executed copies under ``runs/``).
-:func:`text_progress_kernels` points the kernels a headless run starts at an IPython directory whose start-up file selects ``tqdm``'s text bars; notebooks
-opened in JupyterLab are not affected.
+:func:`text_progress_kernels` points the kernels a headless run starts at an IPython
+directory whose start-up file selects ``tqdm``'s text bars; notebooks opened in JupyterLab
+are not affected.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import contextlib
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from papermill.engines import NBClientEngine, NotebookExecutionManager, papermill_engines
@@ -85,14 +85,13 @@ class LiveView:
         self.file = file if file is not None else sys.stderr
         self.bar = tqdm(total=code_cells, leave=False, position=position, file=self.file, dynamic_ncols=True,
                         bar_format="{desc}")
-        self.started = time.perf_counter()
         self._pending = ""
         self._cell = ""
         self._progress = ""
         self._show()
 
     def _show(self) -> None:
-        elapsed = tqdm.format_interval(time.perf_counter() - self.started)
+        elapsed = tqdm.format_interval(self.bar.format_dict["elapsed"])
         line = f"{self.name} [{elapsed}] cell {self.bar.n}/{self.total}: {self._cell}"
         if self._progress:
             line += f" | {self._progress}"

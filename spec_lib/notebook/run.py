@@ -123,8 +123,7 @@ def _execute(papermill, execution_error, notebook: Path, runs: Path, params: dic
                                    log_output=False, engine_name=live_module.ENGINE_NAME, live=live)
     except execution_error as err:
         where = f"cell In[{err.exec_count}]" if err.exec_count else f"cell #{err.cell_index}"
-        first_line = next((ln for ln in (err.source or "").splitlines() if ln.strip()), "")
-        failures.append(f"{notebook.stem}: failed in {where} ({first_line.strip()[:60]!r}): "
+        failures.append(f"{notebook.stem}: failed in {where} ({live_module.first_line(err.source or '', 60)!r}): "
                         f"{err.ename}: {err.evalue or '(no message)'}")
         return "FAILED"
     except Exception as err:                                        # kernel death, I/O, ...
