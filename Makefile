@@ -7,6 +7,9 @@ PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 STAMP   := $(VENV)/.installed
 LAB     := $(VENV)/.lab-installed
+# The git clean filter of *.ipynb (.gitattributes): outputs, execution counts and the metadata that
+# JupyterLab and papermill add are stripped; cell ids are kept (tests/test_notebooks.py reads this line).
+NBSTRIPOUT := -m nbstripout --keep-id --extra-keys "metadata.language_info.codemirror_mode metadata.language_info.file_extension metadata.language_info.mimetype metadata.language_info.nbconvert_exporter metadata.language_info.pygments_lexer metadata.language_info.version metadata.papermill metadata.widgets cell.metadata.papermill cell.metadata.execution"
 
 .PHONY: reproduce test lab benchmark clean-runs help
 
@@ -23,6 +26,11 @@ $(STAMP): pyproject.toml requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --prefix $(VENV) --name spec-lib --display-name "spec-lib (.venv)" >/dev/null
+	@# .gitattributes names the nbstripout filter; define it in this clone's git config, so a
+	@# notebook saved from JupyterLab is committed without outputs (kept out of a copy without .git).
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+		git config filter.nbstripout.clean '$(PY) $(NBSTRIPOUT)' && \
+		git config filter.nbstripout.smudge cat && git config filter.nbstripout.required true; fi
 	touch $(STAMP)
 
 reproduce: $(STAMP)

@@ -1,6 +1,6 @@
 """Which levers of the self-speculative training recipe move acceptance on held-out text?
 
-Trains variants of the cpu preset's recipe (``spec_lib.training.self_speculative.PRESETS``)
+Trains variants of the cpu preset's recipe (``spec_lib.training.presets.PRESETS``)
 and judges each the way notebook 10 judges its ablation rows: greedy AR and Linear-SS at
 width W on held-out prompts of the packages / stdlib / code slices, reporting Linear-SS's
 tokens per iteration beside the repetition share of the (identical) outputs, so that
@@ -36,7 +36,8 @@ import pandas as pd
 from spec_lib.io import atomic_write_bytes
 from spec_lib.models import DualModeLM
 from spec_lib.studies import bench, recipe
-from spec_lib.training.self_speculative import (PRESETS, STAGE2_FIELDS, ModelConfig, TrainConfig, load_or_distill_variant,
+from spec_lib.training.presets import PRESETS
+from spec_lib.training.self_speculative import (STAGE2_FIELDS, ModelConfig, TrainConfig, load_or_distill_variant,
                                                 load_or_train)
 
 KINDS = ("stage2", "full")

@@ -21,7 +21,8 @@ import torch
 from scipy import stats
 
 from spec_lib.training.dual_mode import dual_mode_loss, make_dual_mode_batch
-from spec_lib.training.self_speculative import PRESETS, build_model
+from spec_lib.training.presets import PRESETS
+from spec_lib.training.self_speculative import build_model
 
 
 def step_seconds(model, optimizer, batch, bf16: bool) -> float:

@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -29,6 +30,8 @@ def test_there_are_notebooks():
 def test_notebook_structure(path):
     nb = nbformat.read(path, as_version=4)
     assert nb.metadata["kernelspec"]["name"] == run.KERNEL_NAME
+    assert set(nb.metadata) == {"kernelspec", "language_info"}, "no widget state or other saved metadata"
+    assert nb.metadata["language_info"] == {"name": "python"}, "language_info as nbstripout keeps it"
     code = [c for c in nb.cells if c.cell_type == "code"]
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and tagged[0] is code[0], "the first code cell is the only 'parameters' cell"
@@ -42,6 +45,38 @@ def test_notebook_structure(path):
         assert "  # " in line and param.help, f"parameter without a comment: {line!r}"
         assert param.inferred_type_name != "None", f"papermill cannot read the type of {line!r}"
     assert "profile" in {p.name for p in parsed}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbstripout_filter_leaves_committed_notebooks_alone(path):
+    """The clean filter that ``make`` configures (.gitattributes) must not rewrite a committed
+    notebook, else ``git status`` shows every notebook modified after the first commit."""
+    proc = subprocess.run([sys.executable, *shlex.split(nbstripout_filter()), "-t"], input=path.read_text(),
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == path.read_text()
+
+
+def nbstripout_filter() -> str:
+    """The filter's arguments, as the Makefile configures them."""
+    line = next(ln for ln in (params.REPO_ROOT / "Makefile").read_text().splitlines() if ln.startswith("NBSTRIPOUT :="))
+    return line.split(":=", 1)[1].strip()
+
+
+def test_nbstripout_filter_strips_what_lab_and_papermill_add(tmp_path):
+    """An executed notebook (outputs, papermill and kernel metadata) comes out of the filter
+    with the committed notebook's metadata: opening and saving in Lab changes nothing."""
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python",
+                                    "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb.metadata["papermill"] = {"duration": 1.0}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi\n")]
+    code.execution_count = 3
+    code.metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
+    proc = subprocess.run([sys.executable, *shlex.split(nbstripout_filter()), "-t"], input=nbformat.writes(nb),
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == NOTEBOOKS[0].read_text()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -67,6 +102,17 @@ def test_notebook_says_how_to_run_it_and_what_it_shows(path):
 def test_params_files_exist_and_match(path, profile):
     values = params.load_params(path, profile)                          # raises on unknown / wrong type
     assert values["profile"] == profile
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_defaults_are_the_smoke_profile(path):
+    """One meaning of smoke: a notebook opened and run as it is (its literal defaults, labelled
+    ``profile: "smoke"``) computes exactly what ``params/smoke/`` runs."""
+    defaults = {name: d.default for name, d in params.declared_parameters(path).items()}
+    smoke = params.load_params(path, "smoke")
+    assert defaults["profile"] == "smoke"
+    differ = {name: (defaults[name], value) for name, value in smoke.items() if defaults[name] != value}
+    assert not differ, f"literal default vs params/smoke value: {differ}"
 
 
 def test_no_stray_params_files():
@@ -97,6 +143,35 @@ def test_notebook_runs_at_smoke_and_its_checks_hold(smoke_outputs, path):
     assert not failed, f"checks failed: {failed}"
     assert (smoke_outputs / "runs" / "smoke" / path.name).exists()
     assert list((smoke_outputs / "figures" / "smoke").glob(f"{path.stem}_*.png"))
+
+
+#: Widest figure (inches, at save_figure's 150 dpi): JupyterLab shows a figure at about 900 px,
+#: so 7-pt tick labels of a figure this wide still render at about 7 px; wider ones shrink below.
+MAX_FIGURE_INCHES = 12.5
+
+
+@pytest.mark.slow
+def test_figures_fit_a_notebook_column(smoke_outputs):
+    from PIL import Image
+
+    pngs = sorted((smoke_outputs / "figures" / "smoke").glob("*.png"))
+    assert pngs
+    too_wide = {p.name: round(Image.open(p).size[0] / 150, 1) for p in pngs
+                if Image.open(p).size[0] / 150 > MAX_FIGURE_INCHES}
+    assert not too_wide, f"figures wider than {MAX_FIGURE_INCHES} in: {too_wide}"
+
+
+@pytest.mark.slow
+def test_executed_notebooks_print_no_machine_paths(smoke_outputs):
+    """No stray return values and no absolute paths of this machine in a notebook's outputs."""
+    root = str(smoke_outputs)
+    for path in sorted((smoke_outputs / "runs" / "smoke").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            for output in cell.get("outputs", []):
+                text = json.dumps(output.get("data", {}).get("text/plain", "")) + json.dumps(output.get("text", ""))
+                assert root not in text and str(params.REPO_ROOT) not in text, f"{path.name} cell {i}: {text[:200]}"
+                assert "PosixPath(" not in text, f"{path.name} cell {i} ends with a stray path: {text[:200]}"
 
 
 # ----- notebooks hold no analysis --------------------------------------------------------------------

@@ -50,7 +50,8 @@ def package_copy(tmp_path, monkeypatch):
 
 
 def _key():
-    model_config, train_config = self_speculative.PRESETS["smoke"]
+    from spec_lib.training.presets import PRESETS
+    model_config, train_config = PRESETS["smoke"]
     return self_speculative.checkpoint_key(model_config, train_config)
 
 

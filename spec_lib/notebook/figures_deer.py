@@ -10,8 +10,12 @@ import seaborn as sns
 
 def stage_losses(history: pd.DataFrame, stages: list[str]):
     """Training (10-step mean) and held-out loss of each training stage, one panel each."""
-    fig, axes = plt.subplots(1, len(stages), figsize=(4 * len(stages), 3.6), squeeze=False)
-    for ax, stage in zip(axes[0], stages):
+    cols = min(3, len(stages))
+    rows = -(-len(stages) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(stages):]:
+        ax.axis("off")
+    for ax, stage in zip(axes.flat, stages):
         part = history[history["model"] == stage]
         train_rows, held = part[part["split"] == "train"], part[part["split"] == "heldout"]
         ax.plot(train_rows["step"], train_rows["loss"].rolling(10, min_periods=1).mean(), label="train (10-step mean)")
@@ -49,7 +53,7 @@ def ablation_bars(ablation: pd.DataFrame, labels: list[str], block: int):
 def tau_and_speedup(main: pd.DataFrame, block: int):
     """tau and speedup over AR per slice, method and temperature (Tables 1-2)."""
     shown = main[main["method"] != "ar"].assign(run=lambda d: d["method"] + ", T=" + d["temperature"].astype(str))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for ax, (key, label) in zip(axes, (("tau", "tau (tokens per cycle)"), ("speedup", "speedup over AR"))):
         sns.barplot(data=shown, x="slice", y=key, hue="run", ax=ax)
         ax.set(ylabel=label, xlabel="")

@@ -58,7 +58,7 @@ def ratio_bars(ratios: pd.DataFrame, baseline: str, title: str):
     metrics = [("throughput", "throughput"), ("tokens_per_nfe", "tokens / NFE"), ("time_per_nfe", "time / NFE")]
     shown = ratios[ratios["method"] != "ar"]
     methods = list(dict.fromkeys(shown["method"]))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
     step = 0.8 / max(1, len(methods))
     for ax, (key, label) in zip(axes, metrics):
         for k, method in enumerate(methods):
@@ -127,7 +127,7 @@ def acceptance_vs_repetition(table: pd.DataFrame):
 
 def recipe_ablation(ablation: pd.DataFrame):
     """Linear-SS tokens per iteration and the repetition share of the outputs, per model and slice."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for ax, (key, label) in zip(axes, (("linear_tokens_per_iteration", "Linear-SS tokens / iteration"),
                                        ("repetition", "repetition share of the outputs"))):
         sns.barplot(ablation, x="slice", y=key, hue="model", ax=ax)

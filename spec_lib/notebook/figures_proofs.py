@@ -86,7 +86,7 @@ def dominance_boxes(samples: dict, length: int, instances: int):
                            for (g, w), s in samples.items() for r in s["nfe_ratio"]])
     margins = pd.DataFrame([{"generator": g, "W": w, "c_2t - l_t": m}
                             for (g, w), s in samples.items() for m in s["margin"]])
-    fig, axes = plt.subplots(1, 2, figsize=(14, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     sns.boxplot(ratios, x="W", y="NFE_Packed / NFE_Linear", hue="generator", ax=axes[0], fliersize=1, legend=False)
     axes[0].axhline(1.0, color="black", lw=1, ls="--")
     axes[0].set_title(f"passes to reach L = {length} tokens ({instances} instances per box)")
@@ -124,7 +124,7 @@ def counterexample(counter: dict):
 
 # ----- notebook 03: exact sampling -------------------------------------------------------------------
 
-def residual_panels(fits: pd.DataFrame, raw: list, n_samples: int, length: int, cols: int = 4):
+def residual_panels(fits: pd.DataFrame, raw: list, n_samples: int, length: int, cols: int = 3):
     """Standardised residual per outcome of every configuration (negative controls in red)."""
     rows = int(np.ceil(len(fits) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.6 * rows), sharex=True, squeeze=False)

@@ -7,7 +7,6 @@ so that re-running a notebook does not churn the committed figures.
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -20,16 +19,15 @@ ROLE_LABELS = {masks.CONTEXT: "ctx", masks.LAST: "last", masks.DRAFT: "d", masks
                masks.ANCHOR: "last'", masks.MASK: "M"}
 
 
-def save_figure(fig, notebook: str, profile: str, name: str, dpi: int = 150) -> list[Path]:
+def save_figure(fig, notebook: str, profile: str, name: str, dpi: int = 150) -> None:
     """Stage ``fig`` as ``figures/<profile>/<notebook>_<name>.png`` and ``.svg`` (published with
-    the run's other outputs by :func:`spec_lib.notebook.results.save_results`)."""
-    out = []
+    the run's other outputs by :func:`spec_lib.notebook.results.save_results`).  Returns
+    nothing, so a notebook cell that ends with it shows the figure and no stray value."""
     with matplotlib.rc_context({"svg.hashsalt": "spec-lib", "svg.fonttype": "none"}):
         for ext, metadata in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
             buffer = io.BytesIO()
             fig.savefig(buffer, format=ext, dpi=dpi, bbox_inches="tight", metadata=metadata)
-            out.append(stage_bytes(notebook, profile, "figures", f"{notebook}_{name}.{ext}", buffer.getvalue()))
-    return out
+            stage_bytes(notebook, profile, "figures", f"{notebook}_{name}.{ext}", buffer.getvalue())
 
 
 def row_labels(layout: masks.Layout) -> list[str]:
@@ -92,11 +90,12 @@ def rows_by_title(layouts: dict[str, masks.Layout]) -> dict[str, int]:
 
 
 def layout_gallery(layouts: dict[str, masks.Layout], cache_len: int = 2):
-    """Every layout's mask side by side, each panel sized to its rows (labels stay legible)."""
+    """Every layout's mask, one under the other, each panel sized to its rows: the figure is as
+    wide as the largest mask alone, so its 7-pt row labels stay legible at notebook width."""
     sizes = [layout.rows + cache_len for layout in layouts.values()]
-    fig, axes = plt.subplots(1, len(layouts), figsize=(0.16 * sum(sizes) + 2.5 * len(layouts), 0.16 * max(sizes) + 2),
-                             gridspec_kw={"width_ratios": sizes}, squeeze=False)
-    for ax, (title, layout) in zip(axes[0], layouts.items()):
+    fig, axes = plt.subplots(len(layouts), 1, figsize=(0.2 * max(sizes) + 2.5, 0.2 * sum(sizes) + 1.6 * len(layouts)),
+                             gridspec_kw={"height_ratios": sizes}, squeeze=False)
+    for ax, (title, layout) in zip(axes[:, 0], layouts.items()):
         plot_layout(layout, ax=ax, title=f"{title}: {layout.rows} rows", cache_len=cache_len)
     fig.tight_layout()
     return fig

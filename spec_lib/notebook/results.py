@@ -200,12 +200,14 @@ def save_table(frame, notebook: str, profile: str, name: str) -> Path:
     return stage_bytes(notebook, profile, "results", f"{notebook}_{name}.csv", frame.to_csv(index=False).encode())
 
 
-def save_results(notebook: str, profile: str, namespace: dict, metrics: dict, checks: dict | None = None) -> Path:
+def save_results(notebook: str, profile: str, namespace: dict, metrics: dict, checks: dict | None = None) -> None:
     """Write ``results/<profile>/<notebook>.json`` and publish the run's whole set of outputs.
 
     ``namespace`` is the notebook's ``globals()``: its parameter values are recorded by
     reading the names of the notebook's ``parameters`` cell, so nothing is listed twice.
-    ``checks`` maps a check name to a bool (what the tests assert).  Call it last.
+    ``checks`` maps a check name to a bool (what the tests assert).  Call it last.  Prints
+    one line naming what was published, relative to the output root (no machine paths in a
+    notebook's outputs), and returns nothing.
     """
     check_profile(profile)
     names = declared_parameters(notebook_path(notebook))
@@ -223,10 +225,12 @@ def save_results(notebook: str, profile: str, namespace: dict, metrics: dict, ch
         "files": files,
     }
     data = json.dumps(_jsonable(payload), indent=2, sort_keys=False).encode() + b"\n"
-    path = stage_bytes(notebook, profile, "results", f"{notebook}.json", data)
+    stage_bytes(notebook, profile, "results", f"{notebook}.json", data)
     recover(profile)
     publish(notebook, profile)
-    return path
+    failed = sorted(name for name, passed in (checks or {}).items() if not passed)
+    print(f"published results/{profile}/{notebook}.json and {len(files)} other files; checks: "
+          f"{len(checks or {}) - len(failed)}/{len(checks or {})} pass" + (f" (failing: {', '.join(failed)})" if failed else ""))
 
 
 def check_published(notebook: str, profile: str) -> list[str]:

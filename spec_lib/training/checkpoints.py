@@ -2,7 +2,7 @@
 on local paths; wrapped for decoding.
 
 * :func:`load_model`: the self-speculative model of a preset
-  (:data:`spec_lib.training.self_speculative.PRESETS`), or a local dual-mode checkpoint;
+  (:data:`spec_lib.training.presets.PRESETS`), or a local dual-mode checkpoint;
 * :func:`load_dual_mode`: a dual-mode checkpoint from a local directory
   (``from_pretrained(local_files_only=True)``), e.g. Nemotron-Labs-Diffusion on the gpu
   profile; the MASK id comes from the argument, the config or the saved tokenizer;
@@ -21,7 +21,8 @@ from ..drafters import ARDrafter, DiffusionDrafter
 from ..models import DualModeLM
 from ..schedules.validation import is_int
 from .deer import D2A_PRESETS, D2AConfig, load_or_train_deer, stage2_name
-from .self_speculative import ABLATIONS, PRESETS, checkpoint_key, load_or_distill_variant, load_or_train
+from .presets import ABLATIONS, PRESETS
+from .self_speculative import checkpoint_key, load_or_distill_variant, load_or_train
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
@@ -83,7 +84,7 @@ def load_model(preset: str = "", checkpoint_path: str = "", *, dtype: str = "flo
 def recipe_models(preset: str, ablations=(), progress: bool = True):
     """``(trained, models)``: the preset's trained model and, wrapped for decoding, the final
     model, the model before self-distillation, and each named stage-2 ablation
-    (:data:`spec_lib.training.self_speculative.ABLATIONS`), trained on first use and cached."""
+    (:data:`spec_lib.training.presets.ABLATIONS`), trained on first use and cached."""
     if preset not in PRESETS:
         raise ValueError(f"model_preset must be one of {list(PRESETS)}, got {preset!r}")
     unknown = [a for a in ablations if a not in ABLATIONS]

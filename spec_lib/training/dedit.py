@@ -35,7 +35,8 @@ from ..io import atomic_directory
 from . import block_edit, data
 from .cache import artifacts_dir, cache_key
 from .loop import fit
-from .self_speculative import PRESETS, checkpoint_key, load_or_train, windows
+from .presets import PRESETS
+from .self_speculative import checkpoint_key, load_or_train, windows
 from .teacher import greedy_continuations
 
 PIPELINE = "spec_lib.training.dedit"

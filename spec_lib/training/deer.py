@@ -39,7 +39,8 @@ from ..io import atomic_directory
 from . import d2a, data, next_token
 from .cache import artifacts_dir, cache_key
 from .loop import fit
-from .self_speculative import PRESETS, checkpoint_key, load_or_train, windows
+from .presets import PRESETS
+from .self_speculative import checkpoint_key, load_or_train, windows
 from .teacher import greedy_continuations
 
 PIPELINE = "spec_lib.training.deer"

@@ -93,20 +93,6 @@ class TrainConfig:
     eval_batches: int = 4
 
 
-#: The self-speculative model of each profile (notebook 10 trains it; experiments load it).
-PRESETS: dict[str, tuple[ModelConfig, TrainConfig]] = {
-    "smoke": (ModelConfig(vocab_size=512, hidden_size=64, num_layers=2, num_heads=4),
-              TrainConfig(steps=30, batch_size=8, seq_len=128, width=15, widths=(3, 7, 15), decay=8.0,
-                          max_files=20, eval_every=10, distill_steps=10, distill_prompts=16, distill_new_tokens=32,
-                          distill_rows=4, distill_corpus_rows=8, distill_teacher_weight=1.0)),
-    "cpu": (ModelConfig(vocab_size=4096, hidden_size=256, num_layers=4, num_heads=4),
-            TrainConfig(steps=750, batch_size=16, seq_len=256, width=31, widths=(3, 7, 15, 31), n_blocks=3,
-                        p_full=0.75, decay=8.0, copy_share=0.03, eval_every=50,
-                        distill_steps=300, distill_prompts=1024, distill_new_tokens=128, distill_rows=8,
-                        distill_corpus_rows=16, distill_teacher_weight=1.0)),
-}
-
-
 @dataclass
 class Trained:
     """A trained (or loaded) model with its tokenizer and training record."""
@@ -263,15 +249,6 @@ def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool =
 #: Fields of TrainConfig that only stage 2 reads: a variant may change these and keep stage 1.
 STAGE2_FIELDS = ("distill_steps", "distill_prompts", "distill_new_tokens", "distill_rows", "distill_corpus_rows",
                  "distill_lr", "distill_blocks", "distill_ar", "distill_teacher_weight")
-
-
-#: Stage-2 ablations of the recipe (notebook 10): name -> TrainConfig overrides.
-ABLATIONS: dict[str, dict] = {
-    "no_teacher": {"distill_teacher_weight": 0.0},   # text CE only, no KL to the AR distribution
-    "ar_on_own_text": {"distill_ar": True},          # the verifier also trains on its own greedy text
-    "mostly_own_text": {"distill_corpus_rows": 4, "distill_rows": 12},   # 3/4 of each batch self-generated
-    "longer_distillation": {"distill_steps": 600},   # twice the stage-2 steps
-}
 
 
 def variant_key(model_config: ModelConfig, train_config: TrainConfig, overrides: dict) -> str:

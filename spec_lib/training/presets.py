@@ -1,0 +1,42 @@
+"""The self-speculative model of each profile, and the stage-2 ablations notebook 10 trains.
+
+Kept apart from :mod:`spec_lib.training.self_speculative` on purpose: a checkpoint's key
+hashes its configuration values and the source of the training pipeline, not this table,
+so editing one preset retrains that preset's model and nothing else.
+
+The cpu recipe (seed 000, Sec. 2.2: one network, AR and diffusion modes, trained jointly),
+chosen by the levers measured in ``benchmarks/recipe_levers.py`` (README, "Training recipe"):
+
+* every drafting block fully masked after its anchor (``p_full=1.0``), the case Linear-,
+  Packed- and Quadratic-SS decode, was the lever that mattered most;
+* self-distillation (stage 2) longer, stage 1 shorter, at the same training time;
+* a KL term to the AR distribution at offset 1 in stage 1 (``teacher_weight``) raised
+  acceptance only on loops (repetition share above 0.9): not used.
+"""
+
+from __future__ import annotations
+
+from .self_speculative import ModelConfig, TrainConfig
+
+#: The self-speculative model of each profile (notebook 10 trains it; experiments load it).
+PRESETS: dict[str, tuple[ModelConfig, TrainConfig]] = {
+    "smoke": (ModelConfig(vocab_size=512, hidden_size=64, num_layers=2, num_heads=4),
+              TrainConfig(steps=30, batch_size=8, seq_len=128, width=15, widths=(3, 7, 15), decay=8.0,
+                          max_files=20, eval_every=10, distill_steps=10, distill_prompts=16, distill_new_tokens=32,
+                          distill_rows=4, distill_corpus_rows=8, distill_teacher_weight=1.0)),
+    "cpu": (ModelConfig(vocab_size=4096, hidden_size=256, num_layers=4, num_heads=4),
+            TrainConfig(steps=600, batch_size=16, seq_len=256, width=31, widths=(3, 7, 15, 31), n_blocks=3,
+                        p_full=1.0, decay=8.0, copy_share=0.03, eval_every=50,
+                        distill_steps=400, distill_prompts=1024, distill_new_tokens=128, distill_rows=8,
+                        distill_corpus_rows=16, distill_teacher_weight=1.0)),
+}
+
+#: Stage-2 ablations of the recipe (notebook 10): name -> TrainConfig overrides of stage-2
+#: fields (:data:`spec_lib.training.self_speculative.STAGE2_FIELDS`), trained from the
+#: preset's own stage-1 model.
+ABLATIONS: dict[str, dict] = {
+    "no_teacher": {"distill_teacher_weight": 0.0},   # text CE only, no KL to the AR distribution
+    "ar_on_own_text": {"distill_ar": True},          # the verifier also trains on its own greedy text
+    "mostly_own_text": {"distill_corpus_rows": 4, "distill_rows": 12},   # 3/4 of each batch self-generated
+    "longer_distillation": {"distill_steps": 800},   # twice the stage-2 steps
+}
