@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -29,6 +30,8 @@ def test_there_are_notebooks():
 def test_notebook_structure(path):
     nb = nbformat.read(path, as_version=4)
     assert nb.metadata["kernelspec"]["name"] == run.KERNEL_NAME
+    assert set(nb.metadata) <= {"kernelspec", "language_info", "spec_lib"}, "no widget state or other saved metadata"
+    assert nb.metadata["language_info"] == {"name": "python"}, "language_info as nbstripout keeps it"
     code = [c for c in nb.cells if c.cell_type == "code"]
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and tagged[0] is code[0], "the first code cell is the only 'parameters' cell"
@@ -42,6 +45,38 @@ def test_notebook_structure(path):
         assert "  # " in line and param.help, f"parameter without a comment: {line!r}"
         assert param.inferred_type_name != "None", f"papermill cannot read the type of {line!r}"
     assert "profile" in {p.name for p in parsed}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbstripout_filter_leaves_committed_notebooks_alone(path):
+    """The clean filter that ``make`` configures (.gitattributes) must not rewrite a committed
+    notebook, else ``git status`` shows every notebook modified after the first commit."""
+    proc = subprocess.run([sys.executable, *shlex.split(nbstripout_filter()), "-t"], input=path.read_text(),
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == path.read_text()
+
+
+def nbstripout_filter() -> str:
+    """The filter's arguments, as the Makefile configures them."""
+    line = next(ln for ln in (params.REPO_ROOT / "Makefile").read_text().splitlines() if ln.startswith("NBSTRIPOUT :="))
+    return line.split(":=", 1)[1].strip()
+
+
+def test_nbstripout_filter_strips_what_lab_and_papermill_add(tmp_path):
+    """An executed notebook (outputs, papermill and kernel metadata) comes out of the filter
+    with the committed notebook's metadata: opening and saving in Lab changes nothing."""
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python",
+                                    "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb.metadata["papermill"] = {"duration": 1.0}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi\n")]
+    code.execution_count = 3
+    code.metadata["execution"] = {"iopub.status.busy": "2026-01-01"}
+    proc = subprocess.run([sys.executable, *shlex.split(nbstripout_filter()), "-t"], input=nbformat.writes(nb),
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == NOTEBOOKS[0].read_text()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
