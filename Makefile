@@ -11,13 +11,14 @@ LAB     := $(VENV)/.lab-installed
 # JupyterLab and papermill add are stripped; cell ids are kept (tests/test_notebooks.py reads this line).
 NBSTRIPOUT := -m nbstripout --keep-id --extra-keys "metadata.language_info.codemirror_mode metadata.language_info.file_extension metadata.language_info.mimetype metadata.language_info.nbconvert_exporter metadata.language_info.pygments_lexer metadata.language_info.version metadata.papermill metadata.widgets cell.metadata.papermill cell.metadata.execution"
 
-.PHONY: reproduce test lab benchmark clean-runs help
+.PHONY: reproduce test lab lab-check benchmark clean-runs help
 
 help:
 	@echo "make reproduce   run every notebook at PROFILE=$(PROFILE) (results/, figures/)"
 	@echo "make test        the test suite (every notebook at the smoke profile included)"
 	@echo "make benchmark   decoder-overhead benchmark (benchmarks/decode_overhead.py)"
 	@echo "make lab         JupyterLab in the project's environment (repository root, notebooks/ open)"
+	@echo "make lab-check   Run All of three notebooks in JupyterLab in headless Chromium; screenshots in lab-check/"
 
 $(STAMP): pyproject.toml requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +53,10 @@ lab: $(LAB)
 	@if [ "$$(id -u)" = 0 ]; then echo "make lab: running as root, so starting JupyterLab with --allow-root"; fi
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
+
+# Needs a Chromium (Debian: apt-get install chromium).  Screenshots and report.json in lab-check/.
+lab-check: $(LAB)
+	$(PY) tools/lab_check.py --out lab-check 00_quickstart 11_packed_ss_greedy 21_deer_decoding
 
 clean-runs:
 	rm -rf runs/ results/smoke/ figures/smoke/

@@ -237,3 +237,93 @@ def test_a_run_with_progress_streams_the_notebook_and_ends_with_a_table(project,
     assert table[0].split() == ["notebook", "status", "time", "results"]
     assert table[1].split()[:2] == ["01_good", "ok"] and table[1].split()[-1] == "results/smoke/01_good.json"
     assert table[2].split()[:2] == ["02_bad", "FAILED"] and table[2].split()[-1] == "runs/smoke/02_bad.ipynb"
+
+
+# ----- the Dask cluster runner (spec_lib.notebook.cluster) -------------------------------------------
+
+NEEDS_FIRST = """
+import pathlib, time
+marker = pathlib.Path(os.environ["SPEC_LIB_OUTPUT_ROOT"]) / "first-done"
+time.sleep(3)
+marker.write_text("x")
+"""
+NEEDS_SECOND = """
+import pathlib
+assert (pathlib.Path(os.environ["SPEC_LIB_OUTPUT_ROOT"]) / "first-done").exists(), "started before 03_first ended"
+"""
+
+
+def _set_metadata(path, **spec_lib):
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["spec_lib"] = spec_lib
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def cluster_project(project):
+    notebooks, smoke = project / "notebooks", project / "params" / "smoke"
+    write_notebook(notebooks / "03_first.ipynb", 'profile: str = "smoke"  # profile', "import os\n" + NEEDS_FIRST)
+    write_notebook(notebooks / "04_second.ipynb", 'profile: str = "smoke"  # profile', "import os\n" + NEEDS_SECOND)
+    write_notebook(notebooks / "05_gpu.ipynb", 'profile: str = "smoke"  # profile', "x = 1")
+    _set_metadata(notebooks / "04_second.ipynb", needs=["03_first"])
+    _set_metadata(notebooks / "05_gpu.ipynb", resources={"smoke": {"GPU": 1}})
+    for stem in ("03_first", "04_second", "05_gpu"):
+        (smoke / f"{stem}.yaml").write_text("")
+    return project
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a cluster without a GPU")
+def test_cluster_runs_like_the_serial_runner(cluster_project, capsys):
+    """Two local workers: the same failure report and results as the serial runner, 'needs'
+    respected (04 asserts that 03 finished), a GPU notebook refused with a message, and a
+    second run skipping what is up to date."""
+    code = run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "02_bad: failed in cell In[3]" in err and "RuntimeError: boom in the middle" in err
+    assert "05_gpu: not run: needs resources {'GPU': 1}" in err
+    assert "04_second" not in err and "03_first" not in err, err
+    assert good_results(cluster_project)["metrics"] == {"n": 3}
+    assert not list((cluster_project / "out" / ".staging" / "smoke").iterdir())
+    table = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.strip()}
+    assert table == {"01_good": "ok", "02_bad": "FAILED", "03_first": "ok", "04_second": "ok", "05_gpu": "FAILED"}
+    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:1", "01"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_cluster_without_ordering_is_caught(cluster_project, capsys):
+    """Negative control of the 'needs' check above: without the declaration, 04 starts beside 03
+    on the second worker and its assertion fails."""
+    _set_metadata(cluster_project / "notebooks" / "04_second.ipynb")
+    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2", "03", "04"]) == 1
+    assert "04_second: failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("address, message", [("local:0", "N >= 1"), ("nowhere", "scheduler address")])
+def test_bad_cluster_address_is_refused_before_anything_runs(project, capsys, address, message):
+    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", address]) == 2
+    assert message in capsys.readouterr().err
+    assert not (project / "out" / "results").exists()
+
+
+def test_bad_resource_declaration_is_refused(cluster_project, capsys):
+    _set_metadata(cluster_project / "notebooks" / "05_gpu.ipynb", resources={"smoke": {"GPU": -1}})
+    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"]) == 2
+    assert "05_gpu.ipynb: resources for 'smoke' must map names to positive numbers" in capsys.readouterr().err
+
+
+def test_real_notebooks_declare_their_order_and_gpu_needs():
+    """Every notebook that loads a trained model waits for the notebook that trains it, and
+    every notebook whose gpu parameters put it on cuda asks the cluster for a GPU."""
+    from spec_lib.notebook import cluster
+
+    notebooks = {p.stem: p for p in sorted(params.NOTEBOOKS_DIR.glob("*.ipynb"))}
+    for stem, path in notebooks.items():
+        assert all(need in notebooks and need < stem for need in cluster.needs_of(path)), stem
+        source = path.read_text()
+        trainer = {"load_model(": "10_", "load_deer(": "20_", "load_block_drafters(": "30_"}
+        for call, prefix in trainer.items():
+            if call in source and not stem.startswith(prefix):
+                assert any(n.startswith(prefix) for n in cluster.needs_of(path)), f"{stem} calls {call} without needs"
+        gpu = params.load_params(path, "gpu").get("device") == "cuda"
+        assert (cluster.resources_of(path, "gpu").get("GPU", 0) >= 1) == gpu, stem

@@ -12,6 +12,8 @@
   lists every notebook with its status, time and results file.
 * A notebook whose source, parameters and imported ``spec_lib`` code are unchanged since
   its last successful run is skipped unless ``--force``.
+* ``--cluster local|local:N|ADDRESS`` runs independent notebooks in parallel on Dask
+  (:mod:`spec_lib.notebook.cluster`), with the same skips, failures and results.
 * Params files that cannot be read (not UTF-8, invalid YAML, duplicate keys, a directory)
   stop the run before anything executes, with the file and line named (exit status 2).
 """
@@ -70,41 +72,62 @@ def select_notebooks(names: list[str]) -> list[Path]:
     return chosen
 
 
-def run(profile: str, names: list[str], force: bool = False, progress: bool = True) -> int:
-    """Execute the selected notebooks; returns the number that failed."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
+def plan(profile: str, names: list[str]) -> list[tuple[Path, dict]]:
+    """The selected notebooks with their checked parameters (every check before any run)."""
+    return [(nb, load_params(nb, profile)) for nb in select_notebooks(names)]
 
-    notebooks = select_notebooks(names)
-    plans = [(nb, load_params(nb, profile)) for nb in notebooks]     # every check before any run
+
+def run(profile: str, names: list[str], force: bool = False, progress: bool = True) -> int:
+    """Execute the selected notebooks one after another; returns the number that failed."""
+    plans = plan(profile, names)
     kernel = ensure_kernel()
     for stem in recover(profile):
         print(f"  {stem}: finished publishing outputs of an interrupted run", file=sys.stderr)
-    runs = output_root() / "runs" / profile
-    runs.mkdir(parents=True, exist_ok=True)
     failures, summary = [], []
     bar = tqdm(plans, desc=f"notebooks [{profile}]", unit="nb", disable=not progress, position=0)
     with live_module.text_progress_kernels():
         for notebook, params in bar:
             bar.set_postfix_str(notebook.stem)
-            stamp_path = runs / f"{notebook.stem}.stamp"
-            stamp = _stamp(notebook, params)
-            finished = (output_root() / "results" / profile / f"{notebook.stem}.json").exists()
-            if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
-                summary.append((notebook.stem, "up to date", None))
-                continue
-            stamp_path.unlink(missing_ok=True)
-            started = time.perf_counter()
-            status = _execute(papermill, PapermillExecutionError, notebook, runs, params, kernel, progress, failures)
-            if status == "ok":
-                atomic_write_bytes(stamp_path, stamp.encode())
-            summary.append((notebook.stem, status, time.perf_counter() - started))
+            status, seconds, failure = run_one(notebook, params, profile, force=force, progress=progress,
+                                               kernel=kernel)
+            summary.append((notebook.stem, status, seconds))
+            failures += [failure] if failure else []
     bar.close()
-    recover(profile)                                 # staged outputs of failed notebooks are dropped
+    return finish(profile, summary, failures)
+
+
+def finish(profile: str, summary: list, failures: list[str]) -> int:
+    """Drop staged outputs of failed notebooks, print the end table and the failures; returns
+    the number of failures."""
+    recover(profile)
     print(summary_table(summary, profile))
+    runs = (output_root() / "runs" / profile).relative_to(output_root())
     for line in failures:
-        print(f"FAILED {line}  (executed notebook: {runs.relative_to(output_root())})", file=sys.stderr)
+        print(f"FAILED {line}  (executed notebook: {runs})", file=sys.stderr)
     return len(failures)
+
+
+def run_one(notebook: Path, params: dict, profile: str, *, force: bool, progress: bool,
+            kernel: str) -> tuple[str, float | None, str | None]:
+    """Run one notebook unless it is up to date: ``(status, seconds or None, failure or None)``
+    with status ``ok``, ``up to date`` or ``FAILED`` (the serial and the cluster runner both
+    call this, so both skip, fail and stamp alike)."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    runs = output_root() / "runs" / profile
+    runs.mkdir(parents=True, exist_ok=True)
+    stamp_path = runs / f"{notebook.stem}.stamp"
+    stamp = _stamp(notebook, params)
+    finished = (output_root() / "results" / profile / f"{notebook.stem}.json").exists()
+    if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
+        return "up to date", None, None
+    stamp_path.unlink(missing_ok=True)
+    started, failures = time.perf_counter(), []
+    status = _execute(papermill, PapermillExecutionError, notebook, runs, params, kernel, progress, failures)
+    if status == "ok":
+        atomic_write_bytes(stamp_path, stamp.encode())
+    return status, time.perf_counter() - started, (failures[0] if failures else None)
 
 
 def _execute(papermill, execution_error, notebook: Path, runs: Path, params: dict, kernel: str, progress: bool,
@@ -152,10 +175,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILES, default="cpu", help="parameter profile (default: cpu)")
     parser.add_argument("--force", action="store_true", help="re-run notebooks that are up to date")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--cluster", metavar="ADDRESS",
+                        help="run notebooks in parallel on a Dask cluster: 'local', 'local:N' (N worker processes) "
+                             "or a scheduler address such as tcp://host:8786 (spec_lib.notebook.cluster)")
+    parser.add_argument("--retries", type=int, default=0,
+                        help="with --cluster: times Dask re-runs a notebook whose worker was lost (default 0)")
     parser.add_argument("notebooks", nargs="*", help="notebook stems or number prefixes (default: all)")
     args = parser.parse_args(argv)
     try:
-        failed = run(args.profile, args.notebooks, force=args.force, progress=not args.no_progress)
+        if args.cluster:
+            from .cluster import run_on_cluster
+
+            failed = run_on_cluster(args.profile, args.notebooks, args.cluster, force=args.force,
+                                    progress=not args.no_progress, retries=args.retries)
+        else:
+            failed = run(args.profile, args.notebooks, force=args.force, progress=not args.no_progress)
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

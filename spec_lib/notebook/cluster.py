@@ -1,0 +1,171 @@
+"""Notebooks in parallel on a Dask cluster: ``python -m spec_lib.run --cluster ADDRESS``.
+
+Dask ``distributed`` does the scheduling, the retries and the data movement; this module
+only says what a notebook needs and hands each one to :func:`spec_lib.notebook.run.run_one`
+on a worker, so skips, failures, stamps and the published results behave exactly as in the
+serial runner.
+
+* ``--cluster local`` (or ``local:N``) starts a :class:`distributed.LocalCluster` of N worker
+  processes (default 2), one thread each, for the length of the run; any other value is the
+  address of a running scheduler (``tcp://host:8786``).
+* **Resources.**  A notebook declares what it needs per profile in its metadata,
+  ``{"spec_lib": {"resources": {"gpu": {"GPU": 1}}}}``; without a declaration it needs
+  ``{"CPU": 1}``.  Tasks are submitted with those Dask resources, so a worker must offer them
+  (``dask worker --resources "CPU=1,GPU=1"``; local workers offer ``CPU=1``, and ``GPU=1``
+  where torch sees a GPU).  A notebook whose resources no worker offers fails at once with a
+  message naming them, rather than waiting for ever.
+* **Order.**  ``{"spec_lib": {"needs": ["10_train_self_speculative_model"]}}`` in a
+  notebook's metadata makes it start after that notebook (when both are selected): notebook
+  10 trains the model that 11-14 load; run together, they would each train it.
+* **Where files go.**  A worker writes results, figures, executed notebooks and cached models
+  under the client's output root (the environment is passed to each task), so the workers
+  must see the client's checkout at the same path: a local cluster, or a shared filesystem.
+  Each task checks that first and fails with a clear message otherwise.
+
+Timings measured by notebooks that share a machine are contended: run timing notebooks on
+workers of their own (one per machine) when their numbers matter.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from ..io import output_root
+from . import params as params_module
+from .results import recover
+
+DEFAULT_RESOURCES = {"CPU": 1}
+ENVIRONMENT = ("SPEC_LIB_OUTPUT_ROOT", "SPEC_LIB_NOTEBOOKS_DIR", "SPEC_LIB_PARAMS_DIR", "SPEC_LIB_ARTIFACTS")
+
+
+def _metadata(notebook: Path) -> dict:
+    import nbformat
+
+    meta = nbformat.read(notebook, as_version=4).metadata.get("spec_lib", {})
+    if not isinstance(meta, dict):
+        raise params_module.ParameterError(f"{notebook.name}: metadata 'spec_lib' must be a mapping, got {meta!r}")
+    return meta
+
+
+def resources_of(notebook: Path, profile: str) -> dict[str, float]:
+    """The Dask resources ``notebook`` needs at ``profile`` (its metadata, else ``CPU=1``)."""
+    declared = _metadata(notebook).get("resources", {}).get(profile, DEFAULT_RESOURCES)
+    if not isinstance(declared, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in declared.values()):
+        raise params_module.ParameterError(f"{notebook.name}: resources for {profile!r} must map names to positive "
+                                           f"numbers, got {declared!r}")
+    return dict(declared)
+
+
+def needs_of(notebook: Path) -> list[str]:
+    """Notebooks (stems) that must finish before ``notebook`` starts."""
+    needs = _metadata(notebook).get("needs", [])
+    if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+        raise params_module.ParameterError(f"{notebook.name}: metadata 'needs' must be a list of notebook stems")
+    return needs
+
+
+def parse_cluster(address: str) -> tuple[str, int | None]:
+    """``local`` / ``local:N`` -> ("local", N); anything else is a scheduler address."""
+    if address == "local" or address.startswith("local:"):
+        count = address.partition(":")[2] or "2"
+        if not count.isdigit() or int(count) < 1:
+            raise params_module.ParameterError(f"--cluster local:N needs N >= 1 workers, got {address!r}")
+        return "local", int(count)
+    if "://" not in address and ":" not in address:
+        raise params_module.ParameterError(f"--cluster must be 'local', 'local:N' or a scheduler address such as "
+                                           f"tcp://host:8786, got {address!r}")
+    return address, None
+
+
+def local_cluster(workers: int):
+    """A local Dask cluster: ``workers`` processes, one thread each, ``CPU=1`` (and ``GPU=1``
+    where torch sees one); no dashboard."""
+    from distributed import LocalCluster
+
+    resources = dict(DEFAULT_RESOURCES)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            resources["GPU"] = 1
+    except ImportError:                                  # pragma: no cover - torch is a dependency
+        pass
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources=resources,
+                        dashboard_address=None)
+
+
+def run_task(notebook: str, profile: str, params: dict, force: bool, environment: dict, *needs_done):
+    """One notebook on a worker (``needs_done``: results of the notebooks it waits for)."""
+    from . import live, run
+
+    for name, value in environment.items():
+        os.environ[name] = value
+    params_module.NOTEBOOKS_DIR = Path(environment.get("SPEC_LIB_NOTEBOOKS_DIR", params_module.NOTEBOOKS_DIR))
+    params_module.PARAMS_DIR = Path(environment.get("SPEC_LIB_PARAMS_DIR", params_module.PARAMS_DIR))
+    path = Path(notebook)
+    if not path.is_file() or not output_root().is_dir():
+        return path.stem, "FAILED", None, (f"{path.stem}: failed: this worker does not see {path} or the output root "
+                                           f"{output_root()} (workers need the checkout at the same path)")
+    kernel = run.ensure_kernel()
+    with live.text_progress_kernels():
+        status, seconds, failure = run.run_one(path, params, profile, force=force, progress=False, kernel=kernel)
+    return path.stem, status, seconds, failure
+
+
+def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = False, progress: bool = True,
+                   retries: int = 0) -> int:
+    """Execute the selected notebooks on a Dask cluster; returns the number that failed."""
+    from distributed import Client, as_completed
+    from tqdm.auto import tqdm
+
+    from . import run
+
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise params_module.ParameterError(f"--retries must be an int >= 0, got {retries!r}")
+    address, workers = parse_cluster(cluster)
+    plans = run.plan(profile, names)                                 # every check before any run
+    wanted = {nb.stem: (resources_of(nb, profile), needs_of(nb)) for nb, _ in plans}
+    for stem in recover(profile):
+        print(f"  {stem}: finished publishing outputs of an interrupted run", file=sys.stderr)
+    environment = {name: os.environ[name] for name in ENVIRONMENT if name in os.environ}
+    environment.setdefault("SPEC_LIB_OUTPUT_ROOT", str(output_root()))
+    output_root().mkdir(parents=True, exist_ok=True)            # each worker checks that it sees this folder
+    owned = local_cluster(workers) if address == "local" else None
+    summary, failures = {}, []
+    try:
+        with Client(owned if owned is not None else address) as client:
+            offered = [w.get("resources", {}) for w in client.scheduler_info()["workers"].values()]
+            futures = {}
+            for notebook, params in plans:
+                needed, needs = wanted[notebook.stem]
+                if not any(all(res.get(k, 0) >= v for k, v in needed.items()) for res in offered):
+                    summary[notebook.stem] = ("FAILED", None)
+                    failures.append(f"{notebook.stem}: not run: needs resources {needed}, and no worker of the cluster "
+                                    f"offers them (workers offer {offered})")
+                    continue
+                waits = [futures[n] for n in needs if n in futures]
+                futures[notebook.stem] = client.submit(
+                    run_task, str(notebook.resolve()), profile, params, force, environment, *waits,
+                    resources=needed, retries=retries, pure=False, key=f"{notebook.stem}-{uuid.uuid4().hex[:8]}")
+            bar = tqdm(total=len(futures), desc=f"notebooks [{profile}] on {cluster}", unit="nb",
+                       disable=not progress)
+            stems = {future.key: stem for stem, future in futures.items()}
+            for future in as_completed(list(futures.values())):
+                try:
+                    stem, status, seconds, failure = future.result()
+                except Exception as err:                           # a worker died, retries spent, ...
+                    stem, status, seconds = stems[future.key], "FAILED", None
+                    failure = f"{stem}: failed on the cluster: {type(err).__name__}: {err}"
+                summary[stem] = (status, seconds)
+                failures += [failure] if failure else []
+                bar.set_postfix_str(f"{stem}: {status}")
+                bar.update()
+            bar.close()
+    finally:
+        if owned is not None:
+            owned.close()
+    ordered = [(nb.stem, *summary[nb.stem]) for nb, _ in plans]
+    return run.finish(profile, ordered, failures)
