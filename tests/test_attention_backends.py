@@ -4,6 +4,8 @@ steady-state call over the verified cache (spec_lib.attention)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -14,13 +16,16 @@ from spec_lib.attention import FlexDualModeLM, flex_block_mask
 from spec_lib.models import DualModeLM
 
 VOCAB, MASK, WIDTH = 40, 39, 3
+DEVICE = os.environ.get("SPEC_LIB_TEST_DEVICE", "cpu")        # benchmarks/gpu_check.sh sets cuda
+
+
+def _model():
+    return build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=2, seed=3).to(DEVICE)
 
 
 @pytest.fixture(scope="module")
 def models():
-    sdpa = DualModeLM(build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=2, seed=3), MASK)
-    flex = FlexDualModeLM(build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=2, seed=3), MASK)
-    return sdpa, flex
+    return DualModeLM(_model(), MASK), FlexDualModeLM(_model(), MASK)
 
 
 def _same(a, b):
@@ -32,7 +37,7 @@ def _same(a, b):
 
 @pytest.mark.parametrize("kind", masks.call_kinds())
 def test_flex_and_sdpa_agree_on_every_layout(models, kind):
-    prefix, draft = torch.tensor([1, 5, 7, 2, 9, 4]), torch.tensor([11, 12, 13])
+    prefix, draft = torch.tensor([1, 5, 7, 2, 9, 4], device=DEVICE), torch.tensor([11, 12, 13], device=DEVICE)
     outputs = []
     for model in models:
         model.reset()
@@ -50,20 +55,22 @@ def test_flex_and_sdpa_agree_on_every_layout(models, kind):
 def test_greedy_decodes_agree(models):
     sdpa, flex = models
     for schedule in ("linear", "packed", "quadratic"):
-        a = spec_lib.decode(sdpa, [1, 5, 7, 2], schedule=schedule, width=WIDTH, max_new_tokens=12)
-        b = spec_lib.decode(flex, [1, 5, 7, 2], schedule=schedule, width=WIDTH, max_new_tokens=12)
+        prompt = torch.tensor([1, 5, 7, 2], device=DEVICE)
+        a = spec_lib.decode(sdpa, prompt, schedule=schedule, width=WIDTH, max_new_tokens=12)
+        b = spec_lib.decode(flex, prompt, schedule=schedule, width=WIDTH, max_new_tokens=12)
         assert a.tokens == b.tokens and a.nfe == b.nfe, schedule
 
 
 def test_a_wrong_mask_is_caught(models):
     """Negative control: a BlockMask that hides one visible key changes the logits."""
     sdpa, _ = models
-    layout = masks.build_layout("packed", context=torch.tensor([1, 5]), last=torch.tensor([7]),
-                                draft=torch.tensor([11, 12]), width=WIDTH, mask_token_id=MASK, start=0)
+    t = lambda *v: torch.tensor(v, device=DEVICE)                          # noqa: E731
+    layout = masks.build_layout("packed", context=t(1, 5), last=t(7), draft=t(11, 12), width=WIDTH,
+                                mask_token_id=MASK, start=0)
     visible = layout.visible()
     broken = visible.clone()
     broken[-1, 0] = False                                                 # last block row loses a key
-    flex_model = build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=2, seed=3)
+    flex_model = _model()
     flex_model.set_attn_implementation("flex_attention")
     with torch.inference_mode():
         ids, pos = layout.input_ids[None], layout.position_ids[None]
