@@ -53,26 +53,33 @@ def main(argv=None) -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: leave as is)")
+    parser.add_argument("--device", default="cpu", help="torch device (cuda on a GPU)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--out", default=None, help="write the numbers as JSON to this path")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: torch sees no GPU")
 
     hf_model = build_qwen3(args.vocab, hidden_size=args.hidden, num_layers=args.layers, num_heads=4,
                            max_positions=args.prompt_len + args.new_tokens + 64, seed=0)
+    hf_model = hf_model.to(device=args.device, dtype=getattr(torch, args.dtype))
     hf_model.generation_config.pad_token_id = args.vocab - 1
     hf_model.generation_config.eos_token_id = None
     model = DualModeLM(hf_model, mask_token_id=args.vocab - 1)
     gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, args.vocab - 1, (args.prompt_len,), generator=gen) for _ in range(args.prompts)]
-    ones = torch.ones(1, args.prompt_len, dtype=torch.long)
+    prompts = [torch.randint(0, args.vocab - 1, (args.prompt_len,), generator=gen).to(args.device)
+               for _ in range(args.prompts)]
+    ones = torch.ones(1, args.prompt_len, dtype=torch.long, device=args.device)
 
     def run_generate(prompt):
         start = time.perf_counter()
         with torch.inference_mode():
             out = hf_model.generate(prompt[None], attention_mask=ones, max_new_tokens=args.new_tokens,
                                     min_new_tokens=args.new_tokens, do_sample=False)
-        return out[0, args.prompt_len:].tolist(), time.perf_counter() - start
+        tokens = out[0, args.prompt_len:].tolist()                   # .tolist() waits for the GPU
+        return tokens, time.perf_counter() - start
 
     for prompt in prompts[:2]:                                              # warm-up
         run_generate(prompt)
@@ -98,7 +105,8 @@ def main(argv=None) -> int:
         speed_ratio.append(gen_wall / wall["ar"])           # same tokens: ratio of tokens/s
 
     n_params = sum(p.numel() for p in hf_model.parameters())
-    report = {"code_version": code_key(["spec_lib.schedules", "spec_lib.models"]), "params_millions": n_params / 1e6, "args": vars(args),
+    report = {"code_version": code_key(["spec_lib.schedules", "spec_lib.models"]), "params_millions": n_params / 1e6,
+              "args": vars(args), "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
               "torch_threads": torch.get_num_threads(), "identical_to_generate": identical,
               "non_model_share": {}, "ar_over_generate_tokens_per_s": None}
     print(f"\nQwen3 {n_params / 1e6:.1f}M params, {args.prompts} prompts x {args.new_tokens} new tokens, "

@@ -34,3 +34,12 @@ def test_recipe_levers_parses_variants_and_names_what_is_wrong():
         levers.parse_variant("full:x:p_full=half")
     with pytest.raises(SystemExit):
         levers.main(["--out", "unused.csv"])                           # nothing to do: a usage error
+
+
+def test_gpu_check_script_parses():
+    """benchmarks/gpu_check.sh is only run on a GPU machine; here at least bash must accept it."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0

@@ -1,0 +1,92 @@
+"""SDPA with an additive mask and FlexAttention with a BlockMask, both from the same
+predicate: the same logits for every call kind, on the first call (the prompt) and on a
+steady-state call over the verified cache (spec_lib.attention)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import spec_lib
+from spec_lib import masks
+from spec_lib.architectures import build_qwen3
+from spec_lib.attention import FlexDualModeLM, flex_block_mask
+from spec_lib.models import DualModeLM
+
+VOCAB, MASK, WIDTH = 40, 39, 3
+DEVICE = os.environ.get("SPEC_LIB_TEST_DEVICE", "cpu")        # benchmarks/gpu_check.sh sets cuda
+
+
+def _model():
+    return build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=2, seed=3).to(DEVICE)
+
+
+@pytest.fixture(scope="module")
+def models():
+    return DualModeLM(_model(), MASK), FlexDualModeLM(_model(), MASK)
+
+
+def _same(a, b):
+    if a is None or b is None:
+        assert a is None and b is None
+        return
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", masks.call_kinds())
+def test_flex_and_sdpa_agree_on_every_layout(models, kind):
+    prefix, draft = torch.tensor([1, 5, 7, 2, 9, 4], device=DEVICE), torch.tensor([11, 12, 13], device=DEVICE)
+    outputs = []
+    for model in models:
+        model.reset()
+        first = model.call(kind, prefix, draft[:0], WIDTH)                 # processes the prompt
+        model.commit(1)
+        steady = model.call(kind, torch.cat([prefix, draft[:1]]), draft[1:], WIDTH)   # over the cache
+        outputs.append((first, steady))
+    (s_first, s_steady), (f_first, f_steady) = outputs
+    for a, b in ((s_first, f_first), (s_steady, f_steady)):
+        assert a.rows == b.rows
+        _same(a.target_logits, b.target_logits)
+        _same(a.draft_logits, b.draft_logits)
+
+
+def test_greedy_decodes_agree(models):
+    sdpa, flex = models
+    for schedule in ("linear", "packed", "quadratic"):
+        prompt = torch.tensor([1, 5, 7, 2], device=DEVICE)
+        a = spec_lib.decode(sdpa, prompt, schedule=schedule, width=WIDTH, max_new_tokens=12)
+        b = spec_lib.decode(flex, prompt, schedule=schedule, width=WIDTH, max_new_tokens=12)
+        assert a.tokens == b.tokens and a.nfe == b.nfe, schedule
+
+
+def test_a_wrong_mask_is_caught(models):
+    """Negative control: a BlockMask that hides one visible key changes the logits."""
+    sdpa, _ = models
+    t = lambda *v: torch.tensor(v, device=DEVICE)                          # noqa: E731
+    layout = masks.build_layout("packed", context=t(1, 5), last=t(7), draft=t(11, 12), width=WIDTH,
+                                mask_token_id=MASK, start=0)
+    visible = layout.visible()
+    broken = visible.clone()
+    broken[-1, 0] = False                                                 # last block row loses a key
+    flex_model = _model()
+    flex_model.set_attn_implementation("flex_attention")
+    with torch.inference_mode():
+        ids, pos = layout.input_ids[None], layout.position_ids[None]
+        good = flex_model(input_ids=ids, position_ids=pos, attention_mask=flex_block_mask(visible)).logits
+        bad = flex_model(input_ids=ids, position_ids=pos, attention_mask=flex_block_mask(broken)).logits
+        reference = sdpa.hf_model(input_ids=ids, position_ids=pos,
+                                  attention_mask=masks.to_additive(visible, torch.float32)[None, None]).logits
+    torch.testing.assert_close(good, reference, rtol=1e-5, atol=1e-5)
+    assert (bad[0, -1] - reference[0, -1]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("visible, cache_len, message", [
+    (torch.ones(2, 3, dtype=torch.bool), 0, "square boolean"),
+    (torch.ones(2, 2), 0, "square boolean"),
+    (torch.ones(2, 2, dtype=torch.bool), -1, "cache_len must be an int >= 0"),
+])
+def test_bad_block_mask_arguments(visible, cache_len, message):
+    with pytest.raises(ValueError, match=message):
+        flex_block_mask(visible, cache_len)
