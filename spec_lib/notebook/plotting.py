@@ -110,6 +110,7 @@ def accepted_per_iteration(results_by_model: dict[str, dict], title: str = ""):
             ax.step(range(1, len(res.accepted) + 1), res.accepted, where="mid", marker="o", ms=3, alpha=0.8,
                     label=f"{schedule}: NFE {res.nfe}")
         ax.set(title=name, xlabel="iteration t", ylabel="tokens appended $A_t$")
+        ax.xaxis.get_major_locator().set_params(integer=True)                # iterations are whole
         ax.yaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=8, title=title, title_fontsize=8)
     fig.tight_layout()

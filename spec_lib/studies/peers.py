@@ -22,12 +22,21 @@ from ..schedules import decode
 def assisted_generate(target_hf, assistant_hf, prompt: list[int], *, k: int, max_new_tokens: int,
                       eos_token_id: int | None, pad_token_id: int) -> tuple[list[int], float]:
     """Greedy assisted generation of one prompt: ``(tokens, wall seconds)``."""
+    from transformers.utils import logging as hf_logging
+
     ids = torch.tensor([prompt], device=target_hf.device)
+    verbosity = hf_logging.get_verbosity()
+    # transformers' own assistant loop passes a generation_config together with keyword
+    # arguments and warns about it (a deprecation inside the library, not in this call).
+    hf_logging.set_verbosity_error()
     start = time.perf_counter()
-    with torch.inference_mode():
-        out = target_hf.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=assistant_hf,
-                                 do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
-                                 pad_token_id=pad_token_id)
+    try:
+        with torch.inference_mode():
+            out = target_hf.generate(ids, attention_mask=torch.ones_like(ids), assistant_model=assistant_hf,
+                                     do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                                     pad_token_id=pad_token_id)
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return out[0, ids.shape[1]:].tolist(), time.perf_counter() - start
 
 
