@@ -6,7 +6,12 @@ on local paths; wrapped for decoding.
 * :func:`load_dual_mode`: a dual-mode checkpoint from a local directory
   (``from_pretrained(local_files_only=True)``), e.g. Nemotron-Labs-Diffusion on the gpu
   profile; the MASK id comes from the argument, the config or the saved tokenizer;
+* :func:`load_drafter`: a separate drafter (DEER-style diffusion, or AR) from a local directory;
 * :func:`load_deer`: DEER's frozen target and drafters (:mod:`spec_lib.training.deer`).
+
+Local checkpoints that ship their own modelling code (``auto_map``) load only with
+``trust_remote_code=True``; a directory without ``config.json`` or weights is refused with a
+message naming what is missing.
 """
 
 from __future__ import annotations
@@ -33,30 +38,62 @@ def _dtype(dtype: str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def load_dual_mode(path: str | Path, mask_token_id: int | None = None, *, dtype: str = "float32",
-                   device: str = "cpu"):
-    """``(DualModeLM, tokenizer)`` from a local checkpoint directory.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
 
-    Raises:
-        FileNotFoundError: the path does not exist or holds no ``config.json``.
-        ValueError: no MASK token id (argument, ``config.mask_token_id`` or the tokenizer's
-            ``mask_token``), a MASK id that is not an int, or an unknown ``dtype``.
-    """
+
+def _local_lm(path: str | Path, *, dtype: str, device: str, trust_remote_code: bool, argument: str):
+    """``(hf_model, tokenizer or None)`` from a local checkpoint directory, checked first: the
+    directory, its ``config.json`` and weights, and whether it ships its own modelling code
+    (``auto_map``), which runs only with ``trust_remote_code=True``."""
+    import json
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if not isinstance(trust_remote_code, bool):
+        raise TypeError(f"trust_remote_code must be True or False, got {trust_remote_code!r}")
     path = Path(path)
     if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"checkpoint_path {str(path)!r} is not a local checkpoint directory "
+        raise FileNotFoundError(f"{argument} {str(path)!r} is not a local checkpoint directory "
                                 f"(no config.json); weights are never downloaded, give a local path")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise FileNotFoundError(f"{argument} {str(path)!r} has a config.json but no weights: expected one of "
+                                f"{list(WEIGHT_FILES)} (save_pretrained writes them)")
+    auto_map = json.loads((path / "config.json").read_text()).get("auto_map")
+    if auto_map and not trust_remote_code:
+        raise ValueError(f"{argument} {str(path)!r} ships its own modelling code (auto_map {auto_map}); "
+                         f"pass trust_remote_code=True to run that code (it executes Python files from "
+                         f"that directory)")
     torch_dtype = _dtype(dtype)
-    if mask_token_id is not None and not is_int(mask_token_id):
-        raise ValueError(f"mask_token_id must be None or an int token id, got {mask_token_id!r}")
     tokenizer = None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError):
         pass
-    hf_model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch_dtype).to(device)
+    hf_model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch_dtype,
+                                                    trust_remote_code=trust_remote_code).to(device)
+    return hf_model.eval(), tokenizer
+
+
+def load_dual_mode(path: str | Path, mask_token_id: int | None = None, *, dtype: str = "float32",
+                   device: str = "cpu", trust_remote_code: bool = False):
+    """``(DualModeLM, tokenizer)`` from a local checkpoint directory.
+
+    Args:
+        trust_remote_code: run modelling code the checkpoint ships (``auto_map`` in its
+            config, e.g. Nemotron-Labs-Diffusion); off by default, and a checkpoint that
+            needs it is refused with a message saying so.
+
+    Raises:
+        FileNotFoundError: the path does not exist, or holds no ``config.json`` or no weights.
+        ValueError: no MASK token id (argument, ``config.mask_token_id`` or the tokenizer's
+            ``mask_token``), a MASK id that is not an int, an unknown ``dtype``, or custom
+            code without ``trust_remote_code=True``.
+    """
+    if mask_token_id is not None and not is_int(mask_token_id):
+        raise ValueError(f"mask_token_id must be None or an int token id, got {mask_token_id!r}")
+    hf_model, tokenizer = _local_lm(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+                                    argument="checkpoint_path")
     if mask_token_id is None:
         mask_token_id = getattr(hf_model.config, "mask_token_id", None)
     if mask_token_id is None and tokenizer is not None:
@@ -64,15 +101,38 @@ def load_dual_mode(path: str | Path, mask_token_id: int | None = None, *, dtype:
     if mask_token_id is None:
         raise ValueError(f"no MASK token id for {str(path)!r}: pass mask_token_id, or save it as "
                          f"config.mask_token_id or as the tokenizer's mask_token")
-    return DualModeLM(hf_model.eval(), mask_token_id), tokenizer
+    return DualModeLM(hf_model, mask_token_id), tokenizer
+
+
+def load_drafter(path: str | Path, kind: str, *, mask_token_id: int | None = None, sep_token_id: int | None = None,
+                 context: int = 256, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False):
+    """A separate drafter from a local checkpoint directory: ``kind="diffusion"`` (DEER's
+    one-step block drafter; MASK and SEP ids from the arguments, the config or the tokenizer)
+    or ``kind="ar"`` (a small causal LM).  ``trust_remote_code`` as in :func:`load_dual_mode`."""
+    if kind not in ("diffusion", "ar"):
+        raise ValueError(f"kind must be 'diffusion' or 'ar', got {kind!r}")
+    hf_model, tokenizer = _local_lm(path, dtype=dtype, device=device, trust_remote_code=trust_remote_code,
+                                    argument="drafter path")
+    if kind == "ar":
+        return ARDrafter(hf_model)
+    ids = {}
+    for name, given in (("mask", mask_token_id), ("sep", sep_token_id)):
+        value = given if given is not None else getattr(hf_model.config, f"{name}_token_id", None)
+        if value is None and tokenizer is not None:
+            value = getattr(tokenizer, f"{name}_token_id", None)
+        if value is None:
+            raise ValueError(f"no {name.upper()} token id for the diffusion drafter {str(path)!r}: pass "
+                             f"{name}_token_id, or save it as config.{name}_token_id or in the tokenizer")
+        ids[name] = value
+    return DiffusionDrafter(hf_model, ids["mask"], ids["sep"], context=context)
 
 
 def load_model(preset: str = "", checkpoint_path: str = "", *, dtype: str = "float32", device: str = "cpu",
-               progress: bool = True):
+               progress: bool = True, trust_remote_code: bool = False):
     """``(DualModeLM, tokenizer)``: a real checkpoint if ``checkpoint_path`` is given, else the
     preset's model, trained here on first use and cached (notebook 10 trains the same one)."""
     if checkpoint_path:
-        return load_dual_mode(checkpoint_path, dtype=dtype, device=device)
+        return load_dual_mode(checkpoint_path, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
     if preset not in PRESETS:
         raise ValueError(f"model_preset must be one of {list(PRESETS)} (or give checkpoint_path), got {preset!r}")
     torch_dtype = _dtype(dtype)
