@@ -3,8 +3,9 @@
 #
 #   bash benchmarks/gpu_check.sh [OUT_DIR]          (default: results/gpu-check)
 #
-# 1. installs the project with its GPU extra (pip install -e '.[gpu]'; offline machines: put
-#    wheels in $WHEELS and they are installed from there, nothing is fetched);
+# 1. installs the project with its GPU extra (pip install -e '.[gpu]', flash-attn); on a machine
+#    without network put wheels (flash-attn, pinned transformers, ...) in $WHEELS: they are
+#    installed from there and nothing is fetched; whether flash-attn imports is reported;
 # 2. tests/test_attention_backends.py on cuda (SPEC_LIB_TEST_DEVICE=cuda): SDPA and FlexAttention
 #    give the same logits for every call kind, and identical greedy decodes;
 # 3. benchmarks/gpu_exactness.py: greedy identity of every schedule with generate in float32
@@ -40,10 +41,12 @@ else
   DEVICE=cuda; SIZE=(); OVERHEAD=(--prompts 8 --new-tokens 128 --repeats 5)
 fi
 
-if [ -n "${WHEELS:-}" ]; then
-  step install $PY -m pip install -q --no-index --find-links "$WHEELS" --no-build-isolation -e '.[gpu]'
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"           # the project, installed or not
+if [ -n "${WHEELS:-}" ]; then                                  # offline: the extra and pinned deps as wheels
+  step wheels $PY -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+  step install $PY -m pip install -q --no-index --no-build-isolation --no-deps -e .
 else
-  step install $PY -m pip install -q --no-build-isolation --no-deps -e .
+  step install $PY -m pip install -q --no-build-isolation -e '.[gpu]'
 fi
 $PY -c "import flash_attn" 2>/dev/null && FLASH=true || FLASH=false
 export SPEC_LIB_TEST_DEVICE=$DEVICE
@@ -51,7 +54,7 @@ step tests $PY -m pytest -q -p no:cacheprovider tests/test_attention_backends.py
 step exactness $PY benchmarks/gpu_exactness.py --device $DEVICE "${SIZE[@]}" --out "$OUT/exactness.json"
 step overhead $PY benchmarks/decode_overhead.py --device $DEVICE "${OVERHEAD[@]}" --out "$OUT/overhead.json"
 
-steps_json=$(for name in install tests exactness overhead; do
+steps_json=$(for name in wheels install tests exactness overhead; do
   printf '"%s": {"exit": %s, "seconds": %s},' "$name" "${STATUS[$name]:-null}" "${SECONDS_TAKEN[$name]:-null}"
 done)
 $PY - "$OUT" "$DEVICE" "$FLASH" "{${steps_json%,}}" <<'EOF'
