@@ -319,11 +319,12 @@ def test_real_notebooks_declare_their_order_and_gpu_needs():
 
     notebooks = {p.stem: p for p in sorted(params.NOTEBOOKS_DIR.glob("*.ipynb"))}
     for stem, path in notebooks.items():
-        assert all(need in notebooks and need < stem for need in cluster.needs_of(path)), stem
+        resources, needs = cluster.declared(path, "gpu")
+        assert all(need in notebooks and need < stem for need in needs), stem
         source = path.read_text()
         trainer = {"load_model(": "10_", "load_deer(": "20_", "load_block_drafters(": "30_"}
         for call, prefix in trainer.items():
             if call in source and not stem.startswith(prefix):
-                assert any(n.startswith(prefix) for n in cluster.needs_of(path)), f"{stem} calls {call} without needs"
+                assert any(n.startswith(prefix) for n in needs), f"{stem} calls {call} without needs"
         gpu = params.load_params(path, "gpu").get("device") == "cuda"
-        assert (cluster.resources_of(path, "gpu").get("GPU", 0) >= 1) == gpu, stem
+        assert (resources.get("GPU", 0) >= 1) == gpu, stem

@@ -41,30 +41,22 @@ DEFAULT_RESOURCES = {"CPU": 1}
 ENVIRONMENT = ("SPEC_LIB_OUTPUT_ROOT", "SPEC_LIB_NOTEBOOKS_DIR", "SPEC_LIB_PARAMS_DIR", "SPEC_LIB_ARTIFACTS")
 
 
-def _metadata(notebook: Path) -> dict:
+def declared(notebook: Path, profile: str) -> tuple[dict[str, float], list[str]]:
+    """What ``notebook``'s metadata declares: the Dask resources it needs at ``profile``
+    (default ``CPU=1``) and the notebooks (stems) that must finish before it starts."""
     import nbformat
 
     meta = nbformat.read(notebook, as_version=4).metadata.get("spec_lib", {})
     if not isinstance(meta, dict):
         raise params_module.ParameterError(f"{notebook.name}: metadata 'spec_lib' must be a mapping, got {meta!r}")
-    return meta
-
-
-def resources_of(notebook: Path, profile: str) -> dict[str, float]:
-    """The Dask resources ``notebook`` needs at ``profile`` (its metadata, else ``CPU=1``)."""
-    declared = _metadata(notebook).get("resources", {}).get(profile, DEFAULT_RESOURCES)
-    if not isinstance(declared, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in declared.values()):
+    resources = meta.get("resources", {}).get(profile, DEFAULT_RESOURCES)
+    if not isinstance(resources, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in resources.values()):
         raise params_module.ParameterError(f"{notebook.name}: resources for {profile!r} must map names to positive "
-                                           f"numbers, got {declared!r}")
-    return dict(declared)
-
-
-def needs_of(notebook: Path) -> list[str]:
-    """Notebooks (stems) that must finish before ``notebook`` starts."""
-    needs = _metadata(notebook).get("needs", [])
+                                           f"numbers, got {resources!r}")
+    needs = meta.get("needs", [])
     if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
         raise params_module.ParameterError(f"{notebook.name}: metadata 'needs' must be a list of notebook stems")
-    return needs
+    return dict(resources), needs
 
 
 def parse_cluster(address: str) -> tuple[str, int | None]:
@@ -127,7 +119,7 @@ def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = F
         raise params_module.ParameterError(f"--retries must be an int >= 0, got {retries!r}")
     address, workers = parse_cluster(cluster)
     plans = run.plan(profile, names)                                 # every check before any run
-    wanted = {nb.stem: (resources_of(nb, profile), needs_of(nb)) for nb, _ in plans}
+    wanted = {nb.stem: declared(nb, profile) for nb, _ in plans}
     for stem in recover(profile):
         print(f"  {stem}: finished publishing outputs of an interrupted run", file=sys.stderr)
     environment = {name: os.environ[name] for name in ENVIRONMENT if name in os.environ}

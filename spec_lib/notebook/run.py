@@ -101,9 +101,8 @@ def finish(profile: str, summary: list, failures: list[str]) -> int:
     the number of failures."""
     recover(profile)
     print(summary_table(summary, profile))
-    runs = (output_root() / "runs" / profile).relative_to(output_root())
     for line in failures:
-        print(f"FAILED {line}  (executed notebook: {runs})", file=sys.stderr)
+        print(f"FAILED {line}  (executed notebook: runs/{profile})", file=sys.stderr)
     return len(failures)
 
 
@@ -112,9 +111,6 @@ def run_one(notebook: Path, params: dict, profile: str, *, force: bool, progress
     """Run one notebook unless it is up to date: ``(status, seconds or None, failure or None)``
     with status ``ok``, ``up to date`` or ``FAILED`` (the serial and the cluster runner both
     call this, so both skip, fail and stamp alike)."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     runs = output_root() / "runs" / profile
     runs.mkdir(parents=True, exist_ok=True)
     stamp_path = runs / f"{notebook.stem}.stamp"
@@ -123,17 +119,18 @@ def run_one(notebook: Path, params: dict, profile: str, *, force: bool, progress
     if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
         return "up to date", None, None
     stamp_path.unlink(missing_ok=True)
-    started, failures = time.perf_counter(), []
-    status = _execute(papermill, PapermillExecutionError, notebook, runs, params, kernel, progress, failures)
-    if status == "ok":
+    started = time.perf_counter()
+    failure = _execute(notebook, runs, params, kernel, progress)
+    if failure is None:
         atomic_write_bytes(stamp_path, stamp.encode())
-    return status, time.perf_counter() - started, (failures[0] if failures else None)
+    return ("ok" if failure is None else "FAILED"), time.perf_counter() - started, failure
 
 
-def _execute(papermill, execution_error, notebook: Path, runs: Path, params: dict, kernel: str, progress: bool,
-             failures: list[str]) -> str:
-    """Execute one notebook (live view when ``progress``); ``"ok"`` or ``"FAILED"`` (reason
-    appended to ``failures``)."""
+def _execute(notebook: Path, runs: Path, params: dict, kernel: str, progress: bool) -> str | None:
+    """Execute one notebook (live view when ``progress``); None, or why it failed."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
     live = None
     if progress:
         import nbformat
@@ -144,18 +141,16 @@ def _execute(papermill, execution_error, notebook: Path, runs: Path, params: dic
         papermill.execute_notebook(str(notebook), str(runs / notebook.name), parameters=params,
                                    kernel_name=kernel, cwd=str(notebook.parent), progress_bar=False,
                                    log_output=False, engine_name=live_module.ENGINE_NAME, live=live)
-    except execution_error as err:
+    except PapermillExecutionError as err:
         where = f"cell In[{err.exec_count}]" if err.exec_count else f"cell #{err.cell_index}"
-        failures.append(f"{notebook.stem}: failed in {where} ({live_module.first_line(err.source or '', 60)!r}): "
-                        f"{err.ename}: {err.evalue or '(no message)'}")
-        return "FAILED"
+        return (f"{notebook.stem}: failed in {where} ({live_module.first_line(err.source or '', 60)!r}): "
+                f"{err.ename}: {err.evalue or '(no message)'}")
     except Exception as err:                                        # kernel death, I/O, ...
-        failures.append(f"{notebook.stem}: failed: {type(err).__name__}: {err}")
-        return "FAILED"
+        return f"{notebook.stem}: failed: {type(err).__name__}: {err}"
     finally:
         if live is not None:
             live.close()
-    return "ok"
+    return None
 
 
 def summary_table(summary: list[tuple[str, str, float | None]], profile: str) -> str:
