@@ -216,13 +216,7 @@ class DualModeLM(PerThreadState):
     def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor | int) -> tuple[torch.Tensor, float]:
         """Run the masked forward for a layout over the cache; logits for ``keep_rows``."""
         session = self.state
-        cache_len = session.verified.cache_len
-        if masks.call_kind(layout.kind).plain_causal:
-            attention_mask = None            # plain causal over the cache: the model's own mask
-        elif layout.new_rows_mask is not None:                # memoised (rows, rows) additive block
-            attention_mask = masks.over_cache(layout.new_rows_mask, cache_len)
-        else:
-            attention_mask = masks.to_additive(layout.visible(), session.dtype, cache_len)[None, None]
+        attention_mask = self.attention_mask(layout, session.verified.cache_len)
         start = time.perf_counter()
         with torch.inference_mode():
             out = self.hf_model(input_ids=layout.input_ids[None], position_ids=layout.position_ids[None],
@@ -232,6 +226,16 @@ class DualModeLM(PerThreadState):
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
         return logits, time.perf_counter() - start
+
+    def attention_mask(self, layout: masks.Layout, cache_len: int):
+        """What the model receives as ``attention_mask`` for ``layout`` over ``cache_len`` cached
+        tokens: None for plain causal calls (the model's own mask), else the additive mask of
+        the layout's predicate (memoised for steady-state shapes)."""
+        if masks.call_kind(layout.kind).plain_causal:
+            return None
+        if layout.new_rows_mask is not None:                  # memoised (rows, rows) additive block
+            return masks.over_cache(layout.new_rows_mask, cache_len)
+        return masks.to_additive(layout.visible(), self.state.dtype, cache_len)[None, None]
 
     def layout(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> masks.Layout:
         """The layout of a call given this thread's cache (steady-state shapes are memoised)."""
