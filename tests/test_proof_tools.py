@@ -86,6 +86,20 @@ def test_cost_model_helpers():
     assert a100["tau"] == pytest.approx(0.0244) and a100["tau_over_delta"] == pytest.approx(195.9, abs=0.1)
     assert costmodel.throughput_ratio(0.0, 2.0, 32) == pytest.approx(1.0)       # delta-bound: 2x rows per NFE
     assert costmodel.throughput_ratio(1e9, 1.1, 32) == pytest.approx(1.1)       # overhead-bound
+    # Sec. 4.1's calibration inverts the time-per-NFE ratio: x = B (2 - r) / (r - 1)
+    x = costmodel.tau_over_delta_from_time_ratio(1.1, 32)
+    assert x == pytest.approx(288.0)
+    assert (x + 64) / (x + 32) == pytest.approx(1.1)                           # round trip
+    for bad in (1.0, 0.9, 2.0):
+        with pytest.raises(ValueError, match="time_per_nfe_ratio"):
+            costmodel.tau_over_delta_from_time_ratio(bad, 32)
+    calibrations = costmodel.paper_calibrations().set_index("calibration")
+    sec41 = calibrations.loc["Sec. 4.1 decoder time per NFE"]
+    assert 280 < sec41["tau_over_delta_low"] < 290 and 320 < sec41["tau_over_delta_high"] < 330
+    # the consistency check: tokens/NFE gain / time-per-NFE ratio is the throughput gain
+    assert sec41["predicted_ratio_low"] == pytest.approx(1.134 / 1.101)
+    assert sec41["predicted_ratio_high"] == pytest.approx(1.203 / 1.089)
+    assert calibrations.loc["App. F.2 model time (LoRA)", "tau_over_delta_low"] == pytest.approx(195.9, abs=0.1)
     costs = costmodel.iteration_costs(1.0, 0.1, [3]).set_index("schedule")
     assert costs.loc["linear", "layout"] == pytest.approx(2 + 0.8)
     assert costs.loc["quadratic", "layout"] == pytest.approx(1 + 2.0)

@@ -46,3 +46,52 @@ def test_identity_check_fails_on_a_divergence_that_is_not_a_tie():
     # Counts that do not add up (a divergence not reported) fail too.
     assert not bench.identity_check(_identity(8, 10), _diverged([1e-5]), tie_gap=1e-3)["ok"]
     assert np.isfinite(real["tie_gap"])
+
+
+def test_branch_block_study_compares_the_same_positions():
+    """On the exact chain both query shapes propose the exact marginals of the same positions:
+    their hits agree everywhere, offset 1 (the next-token argmax) is always the greedy token,
+    and later offsets are not (the marginal's argmax leaves the greedy path)."""
+    from spec_lib.studies import recipe
+    from spec_lib.toy import MarkovLM
+
+    chain = MarkovLM(12, seed=1, concentration=0.3, draft_noise=0.3)
+    hits = recipe.branch_block_hits(chain, [1, 2, 3], width=5)
+    assert hits["linear"].shape == hits["quadratic_branch"].shape == (6, 5)
+    assert (hits["linear"] == hits["quadratic_branch"]).all()
+    assert hits["linear"][:, 0].all() and not hits["linear"].all()
+    prompts = {"a": [[1, 2, 3], [4, 5]], "b": [[7]]}
+    by_offset, summary = recipe.branch_block_accuracy(chain, prompts, 5, n_resamples=200, progress=False)
+    assert len(by_offset) == 2 * 2 * 6 * 5 and set(by_offset["branch"]) == set(range(6))
+    assert (summary["difference"] == 0).all() and (summary["difference_low"] <= summary["difference_high"]).all()
+
+
+def test_tau_conventions_of_the_two_papers():
+    """Seed 001's tau counts accepted drafts (0..k), seed 002's counts tokens per round (1..k+1);
+    both are reported, lengths follow the convention, and the cut last cycle is left out."""
+    from spec_lib.studies import acceptance
+
+    # k = 4: cycles append a = h + 1 tokens; the final 2 of each response may be cut, so dropped
+    runs = pd.DataFrame({"slice": ["s", "s"], "method": ["m", "m"], "width": [4, 4], "prompt": [0, 1],
+                         "sample": [0, 0], "accepted": [[5, 5, 1, 2], [5, 3, 5, 9]]})
+    deer = acceptance.tau_by(runs, convention="deer").iloc[0]
+    dedit = acceptance.tau_by(runs, convention="dedit").iloc[0]
+    complete = [5, 5, 1, 5, 3, 5]
+    assert deer["cycles"] == dedit["cycles"] == 6
+    assert deer["tau"] == pytest.approx(np.mean(complete) - 1) and dedit["tau"] == pytest.approx(np.mean(complete))
+    assert deer["accepted_drafts"] == dedit["accepted_drafts"] == pytest.approx(deer["tau"])
+    assert deer["tokens_per_cycle"] == pytest.approx(dedit["tau"])
+    hist = acceptance.histogram(runs, convention="deer").set_index("length")["count"]
+    assert hist.to_dict() == {0: 1, 2: 1, 4: 4}                         # h = a - 1; max is k, never k + 1
+    assert acceptance.histogram(runs, convention="dedit")["length"].max() == 5
+    dist = acceptance.length_distribution(runs, convention="deer", long_at=4).iloc[0]
+    assert dist["max_length"] == 4 and dist["share_ge_4"] == pytest.approx(4 / 6)
+    # full acceptance is the top of the band in either unit, and the same cycles fall in it
+    deer_test = acceptance.resurgence_test(runs, "m", convention="deer", band=2)
+    dedit_test = acceptance.resurgence_test(runs, "m", convention="dedit", band=2)
+    assert deer_test["top_band"] == [3, 4] and dedit_test["top_band"] == [4, 5]
+    assert deer_test["cycles_top"] == dedit_test["cycles_top"] == 4
+    assert deer_test["cycles_below"] == dedit_test["cycles_below"] == 1
+    for bad in ("paper", None, "DEER"):
+        with pytest.raises(ValueError, match="convention must be one of"):
+            acceptance.tau_by(runs, convention=bad)

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..studies.acceptance import length_column, tau_label
+
 
 def stage_losses(history: pd.DataFrame, stages: list[str]):
     """Training (10-step mean) and held-out loss of each training stage, one panel each."""
@@ -42,19 +44,20 @@ def alpha_curves(history: pd.DataFrame, alphas, name):
 
 
 def ablation_bars(ablation: pd.DataFrame, labels: list[str], block: int):
-    """tau per slice of each alignment stage (Table 3)."""
+    """tau per slice of each alignment stage (Table 3), in DEER's convention (seed 001)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     ablation.set_index("slice")[labels].plot.bar(ax=ax, rot=0)
-    ax.set(ylabel=f"tau (tokens per cycle, k = {block})", title="alignment stages: acceptance length per slice")
+    ax.set(ylabel=f"{tau_label('deer')}, k = {block}", title="alignment stages: acceptance length per slice")
     fig.tight_layout()
     return fig
 
 
-def tau_and_speedup(main: pd.DataFrame, block: int):
-    """tau and speedup over AR per slice, method and temperature (Tables 1-2)."""
+def tau_and_speedup(main: pd.DataFrame, block: int, convention: str):
+    """tau (in ``convention``: :mod:`spec_lib.studies.acceptance`) and speedup over AR per
+    slice, method and temperature (Tables 1-2)."""
     shown = main[main["method"] != "ar"].assign(run=lambda d: d["method"] + ", T=" + d["temperature"].astype(str))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, (key, label) in zip(axes, (("tau", "tau (tokens per cycle)"), ("speedup", "speedup over AR"))):
+    for ax, (key, label) in zip(axes, (("tau", tau_label(convention)), ("speedup", "speedup over AR"))):
         sns.barplot(data=shown, x="slice", y=key, hue="run", ax=ax)
         ax.set(ylabel=label, xlabel="")
         ax.legend(fontsize=8)
@@ -65,14 +68,14 @@ def tau_and_speedup(main: pd.DataFrame, block: int):
     return fig
 
 
-def block_sweep(sweep: pd.DataFrame, blocks, n_prompts: int):
-    """tau and speedup by drafter block size k (Figure 8)."""
+def block_sweep(sweep: pd.DataFrame, blocks, n_prompts: int, convention: str):
+    """tau (in ``convention``) and speedup by drafter block size k (Figure 8)."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for schedule, part in sweep[sweep["schedule"] != "ar"].groupby("schedule"):
         axes[0].plot(part["width"], part["tau"], "o-", label=schedule)
         axes[1].plot(part["width"], part["speedup"], "o-", label=schedule)
     axes[1].axhline(1.0, color="black", lw=1)
-    for ax, label in zip(axes, ("tau (tokens per cycle)", "speedup over AR")):
+    for ax, label in zip(axes, (tau_label(convention), "speedup over AR")):
         ax.set(xscale="log", xlabel="block size k", ylabel=label)
         ax.minorticks_off()
         ax.set_xticks(list(blocks), [str(k) for k in blocks])
@@ -82,12 +85,14 @@ def block_sweep(sweep: pd.DataFrame, blocks, n_prompts: int):
     return fig
 
 
-def length_histogram(hist: pd.DataFrame, k: int):
-    """Share of cycles by accepted length, log scale (Figure 7)."""
+def length_histogram(hist: pd.DataFrame, k: int, convention: str):
+    """Share of cycles by acceptance length in ``convention``'s units, log scale (Figure 7)."""
     fig, ax = plt.subplots(figsize=(9, 4))
     for method, part in hist.groupby("method"):
-        ax.plot(part["accepted"], part["share"], "o-", label=method)
-    ax.set(yscale="log", xlabel="tokens accepted in a cycle (a = drafts accepted + 1)", ylabel="share of cycles",
+        ax.plot(part["length"], part["share"], "o-", label=method)
+    xlabel = {"drafts_accepted": f"draft tokens accepted in a cycle (0..{k})",
+              "accepted": f"tokens per round, drafts accepted + 1 (1..{k + 1})"}[length_column(convention)]
+    ax.set(yscale="log", xlabel=xlabel, ylabel="share of cycles",
            title=f"acceptance-length distribution at k = {k} (complete cycles)")
     ax.legend()
     fig.tight_layout()

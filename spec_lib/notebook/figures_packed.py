@@ -137,3 +137,26 @@ def recipe_ablation(ablation: pd.DataFrame):
     fig.suptitle("recipe ablations on held-out prompts (greedy)", y=1.02)
     fig.tight_layout()
     return fig
+
+
+def branch_block_accuracy(by_offset: pd.DataFrame, summary: pd.DataFrame):
+    """Offset-i accuracy (mean over branches k) of the Linear/Packed block and of Quadratic-SS's
+    branch blocks on the same positions, per slice, with the paired difference of their means
+    in each title."""
+    slices = list(dict.fromkeys(by_offset["slice"]))
+    fig, axes = plt.subplots(1, len(slices), figsize=(12, 3.6), sharey=True, squeeze=False)
+    labels = {"linear": "[last, MASK^W] (Linear, Packed)", "quadratic_branch": "B MASKs after last, d1..dk (Quadratic)"}
+    for ax, slice_ in zip(axes[0], slices):
+        part = by_offset[by_offset["slice"] == slice_].groupby(["shape", "offset"], as_index=False)["accuracy"].mean()
+        for shape, label in labels.items():
+            rows = part[part["shape"] == shape]
+            ax.plot(rows["offset"], rows["accuracy"], "o-", ms=3, label=label)
+        row = summary.set_index("slice").loc[slice_]
+        ax.set(xlabel="offset i", title=f"{slice_}: branch - linear = {row['difference']:+.3f}\n"
+                                        f"[{row['difference_low']:+.3f}, {row['difference_high']:+.3f}]", ylim=(0, 1.02))
+        ax.title.set_fontsize(9)
+    axes[0][0].set_ylabel("proposal = AR greedy token")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("same positions, same visible tokens: does the query shape matter?", y=1.02)
+    fig.tight_layout()
+    return fig

@@ -57,23 +57,27 @@ def iteration_cost(predicted: pd.DataFrame, measured: pd.DataFrame):
 
 def regime_map(fit: dict, block: int = 32):
     """Predicted Packed/Linear throughput over (tau/delta, tokens/NFE ratio), this machine's
-    tau/delta and the paper's A100 point (App. F.2, Sec. 4.1)."""
-    a100 = costmodel.paper_a100_tau_delta()
+    tau/delta and the paper's setting under both calibrations (App. F.2; Sec. 4.1):
+    :func:`spec_lib.studies.costmodel.paper_calibrations`."""
     x = np.logspace(0, 3.5, 200)
     r = np.linspace(0.9, 1.6, 200)
     ratio = costmodel.throughput_ratio(x[None, :], r[:, None], block)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     mesh = ax.pcolormesh(x, r, ratio, cmap="RdBu", vmin=0.6, vmax=1.4, shading="auto")
     ax.contour(x, r, ratio, levels=[1.0], colors="black", linewidths=1.5)
     fig.colorbar(mesh, ax=ax, label="predicted throughput Packed / Linear")
     cpu_x = fit["tau"] / fit["delta"]
     ax.axvline(cpu_x, color="tab:green", lw=2, label=f"this CPU: tau/delta = {cpu_x:.0f} rows")
     low, high = paper.TOKENS_PER_NFE_GAIN
-    ax.errorbar([a100["tau_over_delta"]], [(low + high) / 2], yerr=[[(high - low) / 2]], fmt="s", color="gold",
-                mec="black", ms=9, capsize=4, label=f"paper A100 (App. F.2): tau/delta = {a100['tau_over_delta']:.0f}")
+    for (_, row), marker, color in zip(costmodel.paper_calibrations().iterrows(), "sD", ("gold", "violet")):
+        x_low, x_high = row["tau_over_delta_low"], row["tau_over_delta_high"]
+        ax.errorbar([(x_low + x_high) / 2], [(low + high) / 2], xerr=[[(x_high - x_low) / 2]],
+                    yerr=[[(high - low) / 2]], fmt=marker, color=color, mec="black", ms=8, capsize=4,
+                    label=f"paper, {row['calibration']}: tau/delta = {x_low:.0f}" +
+                          (f"-{x_high:.0f}" if x_high > x_low + 0.5 else ""))
     ax.set(xscale="log", xlabel="tau / delta (rows)", ylabel="tokens/NFE ratio Packed / Linear",
            title=f"regime map at B = {block} (black: break-even)")
-    ax.legend(loc="upper left", fontsize=9)
+    ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     return fig
 

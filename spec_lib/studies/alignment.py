@@ -38,7 +38,8 @@ def every_stage_trained(history: pd.DataFrame, names) -> bool:
 
 
 def stage2_ablation(runs: pd.DataFrame, labels: list[str], stage1: str, stage2: str) -> pd.DataFrame:
-    """tau per slice of each drafter (columns in ``labels`` order) and Stage II's gain over Stage I."""
-    table = tau_by(runs).pivot(index="slice", columns="method", values="tau")[labels]
+    """tau per slice of each drafter (columns in ``labels`` order) and Stage II's gain over Stage I,
+    tau in DEER's convention (seed 001: draft tokens accepted per cycle)."""
+    table = tau_by(runs, convention="deer").pivot(index="slice", columns="method", values="tau")[labels]
     table["stage2_gain"] = table[stage2] - table[stage1]
     return table.reset_index()

@@ -23,6 +23,11 @@ TABLE2_SETDLM_MAX_ROWS = {("linear", 8): 25, ("linear", 16): 49, ("quadratic", 8
 TOKENS_PER_NFE_GAIN = (1.134, 1.203)
 THROUGHPUT_GAIN = (1.035, 1.093)
 
+#: Sec. 4.1 (Nemotron, greedy, B = 32, no LoRA): Packed-SS's decoder time per NFE over Linear-SS's
+#: ("the 8.9-10.1% increase in decoder time per NFE"); Packed's call has 2B rows, Linear's B.
+TIME_PER_NFE_RATIO = (1.089, 1.101)
+SEC41_BLOCK = 32
+
 #: App. F.3: Packed-SS model time / Linear-SS total (3B, 8B), non-model time ratio to Linear-SS,
 #: and Quadratic-SS's non-model time ratio.
 F3_PACKED_MODEL_SHARE = (0.860, 0.854)

@@ -7,7 +7,8 @@ on local paths; wrapped for decoding.
   (``from_pretrained(local_files_only=True)``), e.g. Nemotron-Labs-Diffusion on the gpu
   profile; the MASK id comes from the argument, the config or the saved tokenizer;
 * :func:`load_drafter`: a separate drafter (DEER-style diffusion, or AR) from a local directory;
-* :func:`load_deer`: DEER's frozen target and drafters (:mod:`spec_lib.training.deer`).
+* DEER's frozen target and drafters: :func:`spec_lib.training.deer_models.load_deer` (kept apart
+  so that DEER's training code is not in the import closure of the notebooks that never load it).
 
 Local checkpoints that ship their own modelling code (``auto_map``) load only with
 ``trust_remote_code=True``; a directory without ``config.json`` or weights is refused with a
@@ -16,16 +17,13 @@ message naming what is missing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from ..drafters import ARDrafter, DiffusionDrafter
 from ..models import DualModeLM
 from ..schedules.validation import is_int
-from .deer import D2A_PRESETS, D2AConfig, load_or_train_deer, stage2_name
 from .presets import ABLATIONS, PRESETS
 from .self_speculative import checkpoint_key, load_or_distill_variant, load_or_train
 
@@ -163,41 +161,3 @@ def recipe_models(preset: str, ablations=(), progress: bool = True):
 def model_key(preset: str) -> str:
     """The checkpoint key the current code computes for a preset (what results record)."""
     return checkpoint_key(*PRESETS[preset])
-
-
-@dataclass
-class DeerModels:
-    """A frozen target (wrapped for decoding), its tokenizer and the trained drafters."""
-
-    target: DualModeLM
-    tokenizer: object
-    hf_models: dict
-    history: pd.DataFrame
-    record: dict = field(default_factory=dict)
-    config: D2AConfig | None = None
-    path: Path | None = None
-
-    def diffusion_drafter(self, name: str | None = None) -> DiffusionDrafter:
-        """The DEER drafter ``name`` (default: Stage II at ``config.alpha``)."""
-        name = name or stage2_name(self.config.alpha)
-        if name not in self.hf_models or name.startswith("ar_"):
-            raise ValueError(f"name must be one of {[n for n in self.hf_models if not n.startswith('ar_')]}, "
-                             f"got {name!r}")
-        return DiffusionDrafter(self.hf_models[name], self.tokenizer.mask_token_id, self.tokenizer.sep_token_id,
-                                context=self.config.context)
-
-    def ar_drafter(self) -> ARDrafter:
-        return ARDrafter(self.hf_models["ar_distilled"])
-
-
-def load_deer(preset: str = "cpu", *, dtype: torch.dtype = torch.float32, device: str = "cpu",
-              progress: bool = True) -> DeerModels:
-    """The target and drafters of a :data:`~spec_lib.training.deer.D2A_PRESETS` entry: cached,
-    or trained now and cached."""
-    if preset not in D2A_PRESETS:
-        raise ValueError(f"preset must be one of {list(D2A_PRESETS)}, got {preset!r}")
-    config = D2A_PRESETS[preset]
-    drafters, path = load_or_train_deer(config, progress=progress, dtype=dtype, device=device)
-    target = load_or_train(*PRESETS[config.target_preset], progress=progress)
-    return DeerModels(DualModeLM(target.hf_model.to(device=device, dtype=dtype).eval(), target.mask_token_id),
-                      target.tokenizer, drafters.hf_models, drafters.history, drafters.record, config, path)

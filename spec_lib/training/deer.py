@@ -19,7 +19,7 @@ Reference: seed 001, Sec. 3.4 "Stage I" / "Stage II" and their training configur
 
 Checkpoints go to ``artifacts/drafters/<key>/<name>/`` (``save_pretrained``) with the loss
 history; the key hashes the configuration, the target's checkpoint key and the source of
-every module this pipeline imports.  :func:`spec_lib.training.checkpoints.load_deer` wraps
+every module this pipeline imports.  :func:`spec_lib.training.deer_models.load_deer` wraps
 them for decoding.
 """
 
