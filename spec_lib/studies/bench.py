@@ -99,7 +99,7 @@ def slice_prompts(tokenizer, counts: dict[str, int], max_prompt_tokens: int, see
 
 def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], *,
              max_new_tokens: dict[str, int] | int, temperature: float = 0.0, samples: dict[str, int] | None = None,
-             eos_token_id: int | None = None, seed: int = 0, progress: bool = True) -> pd.DataFrame:
+             eos_token_id: int | None = None, seed: int = 0, progress: bool = True, client=None) -> pd.DataFrame:
     """Decode every prompt of every slice with every method; one row per response.
 
     ``max_new_tokens`` is a cap per slice or one cap for all.  Methods are interleaved prompt
@@ -109,33 +109,59 @@ def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], 
     tokens, nfe, wall, model, iterations, output (token ids), rows_per_call, call_seconds,
     accepted (tokens per iteration), drafter_nfe and drafter_seconds (separate drafters),
     repetition (:func:`spec_lib.studies.repetition.repetition_share` of the output).
+
+    ``client``: a Dask ``distributed.Client`` (:func:`spec_lib.studies.fanout.connect`) to
+    fan the jobs out: one job is one (prompt, sample) with all its methods, on one worker
+    (:func:`spec_lib.studies.fanout.run_jobs`).  Tokens, NFE and acceptance are the serial
+    run's; timings are each worker's.
     """
     samples = samples or {}
     if not isinstance(max_new_tokens, dict):                 # one cap for every slice
         max_new_tokens = dict.fromkeys(prompts, max_new_tokens)
-    first = next(iter(prompts.values()))[0]
-    for method in methods:                                   # warm-up (allocations, lazy tables)
-        decode(model, first, schedule=method.schedule, width=method.width, max_new_tokens=8,
-               temperature=temperature, seed=seed, drafter=method.drafter)
-    jobs = [(name, i, s) for name, items in prompts.items() for i in range(len(items))
+    settings = {"max_new_tokens": max_new_tokens, "temperature": temperature, "eos_token_id": eos_token_id,
+                "seed": seed}
+    jobs = [(name, i, s, prompts[name][i]) for name, items in prompts.items() for i in range(len(items))
             for s in range(samples.get(name, 1))]
+    if not jobs:
+        raise ValueError(f"prompts must hold at least one prompt to decode, got {prompt_counts(prompts)}")
+    if client is not None:
+        from .fanout import run_jobs
+
+        return pd.DataFrame(run_jobs(client, model, methods, jobs, settings, progress=progress))
+    warm_up(model, methods, jobs[0][3], settings)
     rows = []
-    for job, (name, i, s) in enumerate(tqdm(jobs, desc="decoding", disable=not progress)):
-        order = methods[job % len(methods):] + methods[: job % len(methods)]
-        for method in order:
-            res = decode(model, prompts[name][i], schedule=method.schedule, width=method.width,
-                         max_new_tokens=max_new_tokens[name], temperature=temperature,
-                         eos_token_id=eos_token_id, seed=seed * 1_000_003 + i * 1_000 + s,
-                         drafter=method.drafter)
-            rows.append({"slice": name, "prompt": i, "sample": s, "method": method.name,
-                         "schedule": method.schedule, "width": method.width, "tokens": len(res.tokens),
-                         "nfe": res.nfe, "wall": res.wall_seconds, "model": res.model_seconds,
-                         "iterations": len(res.accepted), "output": tuple(res.tokens),
-                         "rows_per_call": res.rows_per_call, "call_seconds": res.extras["call_seconds"],
-                         "accepted": tuple(res.accepted), "drafter_nfe": res.extras.get("drafter_nfe", 0),
-                         "drafter_seconds": res.extras.get("drafter_seconds", 0.0),
-                         "repetition": repetition_share(res.tokens)})
+    for job, spec in enumerate(tqdm(jobs, desc="decoding", disable=not progress)):
+        rows += job_rows(model, methods, job, spec, settings)
     return pd.DataFrame(rows)
+
+
+def warm_up(model, methods: list[Method], prompt: list[int], settings: dict) -> None:
+    """One short decode per method (allocations, lazy tables), outputs discarded."""
+    for method in methods:
+        decode(model, prompt, schedule=method.schedule, width=method.width, max_new_tokens=8,
+               temperature=settings["temperature"], seed=settings["seed"], drafter=method.drafter)
+
+
+def job_rows(model, methods: list[Method], job: int, spec: tuple, settings: dict) -> list[dict]:
+    """The rows of one job of :func:`run_grid`: prompt ``spec = (slice, index, sample,
+    token ids)`` decoded by every method, in the order rotated by the job's number."""
+    name, i, s, prompt = spec
+    order = methods[job % len(methods):] + methods[: job % len(methods)]
+    rows = []
+    for method in order:
+        res = decode(model, prompt, schedule=method.schedule, width=method.width,
+                     max_new_tokens=settings["max_new_tokens"][name], temperature=settings["temperature"],
+                     eos_token_id=settings["eos_token_id"], seed=settings["seed"] * 1_000_003 + i * 1_000 + s,
+                     drafter=method.drafter)
+        rows.append({"slice": name, "prompt": i, "sample": s, "method": method.name,
+                     "schedule": method.schedule, "width": method.width, "tokens": len(res.tokens),
+                     "nfe": res.nfe, "wall": res.wall_seconds, "model": res.model_seconds,
+                     "iterations": len(res.accepted), "output": tuple(res.tokens),
+                     "rows_per_call": res.rows_per_call, "call_seconds": res.extras["call_seconds"],
+                     "accepted": tuple(res.accepted), "drafter_nfe": res.extras.get("drafter_nfe", 0),
+                     "drafter_seconds": res.extras.get("drafter_seconds", 0.0),
+                     "repetition": repetition_share(res.tokens)})
+    return rows
 
 
 def aggregate(runs: pd.DataFrame, by=("slice", "method")) -> pd.DataFrame:

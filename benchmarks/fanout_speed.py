@@ -1,0 +1,93 @@
+"""Notebook 11's greedy grid, serial versus fanned out over a local Dask cluster, in one run.
+
+The issue's target: with the prompt x method grid fanned out over 2 local workers, the grid
+of notebook 11 at a profile takes <= 0.7x the serial wall time, with identical outputs.
+Both runs use the notebook's own parameters file, prompts, methods and caps; the serial run
+uses this process's torch threads (as the notebook does), the workers one thread each.
+Outputs are compared response by response (tokens, NFE, accepted counts); a greedy divergence
+is reported with its logit gap, as notebook 11 does (a different thread count can reorder
+float sums).  Runs alternate serial / fanned ``--repeats`` times; the ratio of medians and
+every repeat's ratio are written to the JSON report.
+
+    python benchmarks/fanout_speed.py --profile cpu --workers 2 --out benchmarks/results/fanout_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spec_lib.io import atomic_write_bytes
+from spec_lib.notebook import params
+from spec_lib.provenance import code_key, git_commit
+from spec_lib.studies import bench, fanout
+from spec_lib.training.checkpoints import load_model
+
+NOTEBOOK = "11_packed_ss_greedy"
+SAME = ["slice", "prompt", "sample", "method", "tokens", "nfe", "output", "accepted"]
+
+
+def grid_inputs(profile: str, limit: int | None):
+    """Model, prompts, methods and caps exactly as notebook 11 builds them at ``profile``."""
+    p = {name: d.default for name, d in params.declared_parameters(params.notebook_path(NOTEBOOK)).items()}
+    p.update(params.load_params(params.notebook_path(NOTEBOOK), profile))
+    model, tokenizer = load_model(p["model_preset"], p["checkpoint_path"], dtype=p["dtype"], device=p["device"])
+    methods = [bench.Method("ar", 1), bench.Method("linear", p["block_linear_packed"] - 1),
+               bench.Method("quadratic", p["block_quadratic"] - 1), bench.Method("packed", p["block_linear_packed"] - 1)]
+    counts = {"code": p["n_code"], "packages": p["n_packages"], "stdlib": p["n_stdlib"], "math": p["n_math"]}
+    if limit:
+        counts = {name: min(n, limit) for name, n in counts.items()}
+    prompts = bench.slice_prompts(tokenizer, counts, p["max_prompt_tokens"], p["seed"])
+    caps = {"code": p["max_new_code"], "packages": p["max_new_code"], "stdlib": p["max_new_code"],
+            "math": p["max_new_math"]}
+    return model, tokenizer, prompts, methods, caps, p
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="smoke", choices=["smoke", "cpu"])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=0, help="at most this many prompts per slice (0: all)")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    if args.workers < 1 or args.repeats < 1 or args.limit < 0:
+        parser.error("--workers and --repeats must be >= 1, --limit >= 0")
+    model, tokenizer, prompts, methods, caps, p = grid_inputs(args.profile, args.limit)
+    client = fanout.connect(f"local:{args.workers}")
+    kwargs = dict(max_new_tokens=caps, temperature=0.0, eos_token_id=tokenizer.eos_token_id, seed=p["seed"])
+    walls = {"serial": [], "fanned": []}
+    for repeat in range(args.repeats):
+        for mode in ("serial", "fanned"):
+            start = time.perf_counter()
+            runs = bench.run_grid(model, prompts, methods, client=client if mode == "fanned" else None, **kwargs)
+            walls[mode].append(time.perf_counter() - start)
+            if repeat == 0 and mode == "serial":
+                first = runs
+            elif repeat == 0:
+                fanned = runs
+    same = (fanned[SAME].reset_index(drop=True) == first[SAME].reset_index(drop=True)).all(axis=1)
+    differing = fanned[~same]
+    gaps = []                      # a differing response: the logit gap where it leaves the serial output
+    for method in differing["method"].unique():
+        pair = pd.concat([first[first["method"] == method].assign(method="serial"),
+                          fanned[fanned["method"] == method]])
+        gaps += bench.divergences(model.hf_model, pair, prompts, reference="serial").to_dict("records")
+    report = {"profile": args.profile, "workers": args.workers, "repeats": args.repeats,
+              "serial_threads": torch.get_num_threads(), "responses": int(len(first)),
+              "identical_responses": int(same.sum()), "differing": gaps, "serial_wall_s": walls["serial"], "fanned_wall_s": walls["fanned"],
+              "ratio_of_medians": float(np.median(walls["fanned"]) / np.median(walls["serial"])),
+              "ratios": [f / s for f, s in zip(walls["fanned"], walls["serial"])], "target": 0.7,
+              "code": code_key(["spec_lib.studies.bench", "spec_lib.studies.fanout"]), "commit": git_commit()}
+    report["meets_target"] = report["ratio_of_medians"] <= 0.7 and report["identical_responses"] == report["responses"]
+    atomic_write_bytes(args.out, (json.dumps(report, indent=1) + "\n").encode())
+    print(json.dumps({k: v for k, v in report.items() if k != "differing"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

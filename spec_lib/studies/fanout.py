@@ -1,0 +1,80 @@
+"""The prompt x method grid of a decode notebook, fanned out over Dask workers.
+
+:func:`spec_lib.studies.bench.run_grid` with ``client=`` hands each job, one (prompt,
+sample) decoded by every method in the serial run's rotated order, to one worker, so that
+the methods of a paired comparison share one machine's clock; the rows come back as the
+serial run's table (in the same order), and the notebook computes aggregates and bootstrap
+intervals from them exactly as before.  Dask ``distributed`` does the scheduling and the data
+movement: the model and the methods (with their drafters) are scattered to every worker
+once.  Each worker process runs one job at a time with ``threads`` torch threads.
+
+Greedy outputs, NFE and acceptance equal the serial run's as long as the model computes the
+same logits on the workers (same device, dtype and thread count; a different thread count
+can reorder float sums, so near-ties may resolve differently: compare with
+:func:`spec_lib.studies.bench.identity_to_reference` and explain divergences by logit gaps as
+for any greedy comparison).  Sampled outputs use the same per-(prompt, sample) seeds.
+"""
+
+from __future__ import annotations
+
+import atexit
+
+import torch
+from tqdm.auto import tqdm
+
+from . import bench
+
+_WARM: set[tuple[int, int]] = set()           # (id(model), id(methods)) warmed up in this process
+
+
+def connect(address: str):
+    """A Dask client for ``address``: ``""`` -> None (serial); ``local`` / ``local:N`` -> a new
+    local cluster of N worker processes (default 2) with one thread each, closed at exit;
+    anything else: the address of a running scheduler (``tcp://host:8786``)."""
+    if not isinstance(address, str):
+        raise TypeError(f"cluster must be a str ('' for serial, 'local', 'local:N' or an address), got {address!r}")
+    if address == "":
+        return None
+    from distributed import Client
+
+    from ..notebook.cluster import local_cluster, parse_cluster
+
+    target, workers = parse_cluster(address)
+    if workers is None:
+        return Client(target)
+    cluster = local_cluster(workers)
+    client = Client(cluster)
+    atexit.register(cluster.close)
+    atexit.register(client.close)
+    return client
+
+
+def _job(payload: tuple, job: int, spec: tuple, settings: dict, threads: int) -> list[dict]:
+    """One job on a worker (warm-up once per process for each scattered payload)."""
+    model, methods = payload
+    torch.set_num_threads(threads)
+    key = (id(model), id(methods))
+    if key not in _WARM:
+        bench.warm_up(model, methods, spec[3], settings)
+        _WARM.add(key)
+    return bench.job_rows(model, methods, job, spec, settings)
+
+
+def run_jobs(client, model, methods: list, jobs: list[tuple], settings: dict, *, threads: int = 1,
+             progress: bool = True) -> list[dict]:
+    """The rows of every job of :func:`spec_lib.studies.bench.run_grid`, computed on the
+    client's workers; in job order."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+    if not client.scheduler_info().get("workers"):
+        raise RuntimeError("the Dask cluster has no workers: start some, or pass client=None for a serial run")
+    payload = client.scatter({"grid": (model, list(methods))}, broadcast=True, hash=False)["grid"]
+    futures = [client.submit(_job, payload, job, spec, settings, threads, pure=False, priority=-job)
+               for job, spec in enumerate(jobs)]
+    from distributed import as_completed
+
+    for _ in tqdm(as_completed(futures), total=len(futures), desc="decoding (fanned out)", disable=not progress):
+        pass
+    rows = [row for part in client.gather(futures) for row in part]
+    client.cancel(payload)
+    return rows
