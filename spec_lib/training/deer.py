@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -60,12 +60,13 @@ class D2AConfig:
     answer_len: int = 128
     context: int = 256                 # drafter context window (tokens before SEP)
     min_context: int = 16
-    max_suffix: int = 32               # Stage I suffix cap = the largest block size
+    max_suffix: int | None = 32        # Stage I suffix cap = the largest block size; None: the whole rest
     r_max: int = 32                    # Stage II R_max (the paper: 96 for longer answers)
+    stage2_cut: str = "random"         # Stage II's R tokens end a randomly cut answer, or the answer ("answer_end")
     alpha: float = 1.01                # Stage II weight base of the drafter used downstream
     alphas: tuple[float, ...] = (1.01, 1.02, 1.05)
     t_min: float = 0.1
-    context_noise: float = 0.2         # kept tokens are masked with probability context_noise * t
+    context_noise: float = 0.2         # kept tokens are masked with probability context_noise * t (1: at level t)
     batch_size: int = 32
     pretrain_len: int = 160
     pretrain_steps: int = 600
@@ -82,13 +83,33 @@ class D2AConfig:
     max_files: int | None = None       # corpus files (smoke)
 
 
+def _as_written(config: D2AConfig) -> D2AConfig:
+    """``config`` with seed 001's objectives as written (:mod:`spec_lib.training.d2a`): the whole
+    prefix as context, kept tokens noised at level t, the whole rest of the answer masked in
+    Stage I, the last R ~ U(1, 96) answer tokens in Stage II."""
+    full = config.prompt_len + config.answer_len
+    return replace(config, context=full, min_context=full, max_suffix=None, context_noise=1.0,
+                   r_max=min(96, config.answer_len - 1), stage2_cut="answer_end")
+
+
+_SMOKE = D2AConfig(target_preset="smoke", hidden_size=32, num_layers=1, teacher_prompts=32, heldout_prompts=8,
+                   prompt_len=32, answer_len=32, context=32, min_context=8, max_suffix=16, r_max=16,
+                   batch_size=8, pretrain_len=48, pretrain_steps=6, stage1_steps=6, stage2_steps=4,
+                   ar_pretrain_steps=6, ar_distill_steps=4, eval_every=3, max_files=20)
+
+#: DEER's drafters per profile: ``<profile>`` with this project's cpu-scale objectives, and
+#: ``<profile>-faithful`` with the objectives as written (the same teacher data, sizes and steps).
 D2A_PRESETS: dict[str, D2AConfig] = {
-    "smoke": D2AConfig(target_preset="smoke", hidden_size=32, num_layers=1, teacher_prompts=32, heldout_prompts=8,
-                       prompt_len=32, answer_len=32, context=32, min_context=8, max_suffix=16, r_max=16,
-                       batch_size=8, pretrain_len=48, pretrain_steps=6, stage1_steps=6, stage2_steps=4,
-                       ar_pretrain_steps=6, ar_distill_steps=4, eval_every=3, max_files=20),
+    "smoke": _SMOKE,
+    "smoke-faithful": _as_written(_SMOKE),
     "cpu": D2AConfig(),
+    "cpu-faithful": _as_written(D2AConfig()),
 }
+
+
+def objectives(config: D2AConfig) -> str:
+    """``"faithful"`` when ``config`` trains seed 001's objectives as written, else ``"cpu-scale"``."""
+    return "faithful" if config == _as_written(config) else "cpu-scale"
 
 
 @dataclass
@@ -153,16 +174,33 @@ def target_and_corpus(config: D2AConfig, progress: bool):
     return target_hf, tokenizer, data.token_stream(docs, tokenizer), data.token_stream(heldout_docs, tokenizer)
 
 
-def teacher_data(config: D2AConfig, gen: torch.Generator, progress: bool) -> _Teacher:
-    """Corpus windows and held-out windows, continued greedily by the frozen target."""
+TEACHER_FIELDS = ("target_preset", "teacher_prompts", "heldout_prompts", "prompt_len", "answer_len", "seed",
+                  "max_files")
+
+
+def teacher_data(config: D2AConfig, progress: bool) -> _Teacher:
+    """Corpus windows and held-out windows, continued greedily by the frozen target; cached
+    under ``artifacts/teacher/`` by the target's key and :data:`TEACHER_FIELDS`, so presets that
+    differ only in their objectives share them (drawn with their own generator, so a cached
+    and a fresh run train on the same batches)."""
     target_hf, tokenizer, stream, heldout = target_and_corpus(config, progress)
-    started = time.perf_counter()
-    prompts = windows(stream, config.prompt_len, config.teacher_prompts, gen)
-    answers = greedy_continuations(target_hf, prompts, config.answer_len, batch=64, progress=progress)
-    heldout_prompts = windows(heldout, config.prompt_len, config.heldout_prompts, gen)
-    heldout_answers = greedy_continuations(target_hf, heldout_prompts, config.answer_len, batch=64, progress=progress)
-    return _Teacher(target_hf, tokenizer, stream, heldout, prompts, answers, heldout_prompts, heldout_answers,
-                    time.perf_counter() - started)
+    parts = {k: getattr(config, k) for k in TEACHER_FIELDS}
+    path = artifacts_dir() / "teacher" / ("deer-" + cache_key("spec_lib.training.teacher", **parts,
+                                                              target=checkpoint_key(*PRESETS[config.target_preset])))
+    if not (path / "teacher.pt").exists():
+        gen = torch.Generator().manual_seed(config.seed + 2)
+        started = time.perf_counter()
+        out = {"prompts": windows(stream, config.prompt_len, config.teacher_prompts, gen)}
+        out["answers"] = greedy_continuations(target_hf, out["prompts"], config.answer_len, batch=64, progress=progress)
+        out["heldout_prompts"] = windows(heldout, config.prompt_len, config.heldout_prompts, gen)
+        out["heldout_answers"] = greedy_continuations(target_hf, out["heldout_prompts"], config.answer_len, batch=64,
+                                                      progress=progress)
+        out["seconds"] = torch.tensor(time.perf_counter() - started)
+        with atomic_directory(path) as tmp:
+            torch.save(out, tmp / "teacher.pt")
+    out = torch.load(path / "teacher.pt")
+    return _Teacher(target_hf, tokenizer, stream, heldout, out["prompts"], out["answers"], out["heldout_prompts"],
+                    out["heldout_answers"], float(out["seconds"]))
 
 
 def train_diffusion_drafter(config: D2AConfig, teacher: _Teacher, gen: torch.Generator, eval_gen: torch.Generator,
@@ -172,7 +210,8 @@ def train_diffusion_drafter(config: D2AConfig, teacher: _Teacher, gen: torch.Gen
     ids = dict(mask_token_id=tokenizer.mask_token_id)
     cont = dict(**ids, sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
                 context=config.context, min_context=config.min_context, max_suffix=config.max_suffix,
-                r_max=config.r_max, t_min=config.t_min, context_noise=config.context_noise)
+                r_max=config.r_max, t_min=config.t_min, context_noise=config.context_noise,
+                stage2_cut=config.stage2_cut)
     n_eval = min(config.heldout_prompts, config.batch_size)
     common = dict(warmup=config.warmup, eval_every=config.eval_every, progress=progress)
 
@@ -242,10 +281,11 @@ def train_deer(config: D2AConfig, progress: bool = True) -> DeerTraining:
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
-    teacher = teacher_data(config, gen, progress)
+    teacher = teacher_data(config, progress)
     models, history = train_diffusion_drafter(config, teacher, gen, eval_gen, progress)
     models["ar_distilled"], ar_history = train_ar_drafter(config, teacher, gen, eval_gen, progress)
     record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": teacher.seconds,
+              "objectives": objectives(config),
               "corpus_tokens": int(len(teacher.stream)), "heldout_tokens": int(len(teacher.heldout)),
               "teacher_rows": int(teacher.prompts.shape[0]), "teacher_tokens": int(teacher.answers.numel()),
               "drafter_parameters": int(sum(p.numel() for p in models["stage1"].parameters())),
