@@ -223,12 +223,15 @@ def test_stage_batches_as_written():
         assert 1 <= kept <= 19 and cols.numel() == 20 - kept       # the whole rest is masked
         assert torch.equal(one.input_ids[b, :sep], full[b, :sep])
         assert torch.equal(one.targets[one.rows == b], answers[b, kept:])
-    two = d2a.continuation_batch(prompts_, answers, stage=2, alpha=1.5, context_noise=0.0, **kwargs)
+    # Stage II as written: "only the refinement segment is masked", even at full context noise
+    two = d2a.continuation_batch(prompts_, answers, stage=2, alpha=1.5, context_noise=1.0, stage2_noise=False, **kwargs)
     for b in range(64):
         mine = two.rows == b
         r = int(mine.sum())
         assert 1 <= r <= 19 and torch.equal(two.targets[mine], answers[b, 20 - r:])      # ends the answer
         assert torch.equal(two.input_ids[b, :32 - r], full[b, :32 - r])
+    noisy_two = d2a.continuation_batch(prompts_, answers, stage=2, context_noise=1.0, **kwargs)   # cpu-scale: noised
+    assert (noisy_two.input_ids == 1).sum() > noisy_two.rows.numel()
     noisy = d2a.continuation_batch(prompts_, answers, stage=1, context_noise=1.0, **kwargs)
     t = 1 / noisy.weights[torch.searchsorted(noisy.rows, torch.arange(64))]              # each row's t
     masked = [(noisy.input_ids[b, :int(noisy.cols[noisy.rows == b].min()) - 1] == 1).float().mean() for b in range(64)]
@@ -245,6 +248,7 @@ def test_faithful_presets_are_the_objectives_as_written():
         scale, faithful = deer.D2A_PRESETS[profile], deer.D2A_PRESETS[f"{profile}-faithful"]
         assert deer.objectives(scale) == "cpu-scale" and deer.objectives(faithful) == "faithful"
         assert faithful.max_suffix is None and faithful.stage2_cut == "answer_end" and faithful.context_noise == 1.0
+        assert not faithful.stage2_noise and scale.stage2_noise
         same = set(deer.TEACHER_FIELDS) | {"pretrain_steps", "stage1_steps", "stage2_steps", "alphas", "hidden_size"}
         assert all(getattr(scale, f) == getattr(faithful, f) for f in same)       # only the objectives differ
     assert deer.D2A_PRESETS["cpu-faithful"].r_max == 96

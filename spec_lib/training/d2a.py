@@ -20,17 +20,19 @@ the model once and projects only the scored positions through the LM head.
 Two configurations of these objectives (:data:`spec_lib.training.deer.D2A_PRESETS`):
 
 * **as written** (the ``faithful`` presets): Stage I keeps r ~ U(1, L_a - 1) answer tokens,
-  noises them at the current level t (``context_noise=1``), reads the whole prefix
-  (``min_context = context`` = prompt + answer length) and masks the whole remaining answer
-  after [SEP] (``max_suffix=None``); Stage II masks the last R ~ U(1, R_max) tokens of the
-  teacher answer itself (``stage2_cut="answer_end"``, R_max = 96 as in the paper);
+  masks the known tokens (prefix and kept answer) at the current level t
+  (``context_noise=1``), reads the whole prefix (``min_context = context`` = prompt + answer
+  length) and masks the whole remaining answer after [SEP] (``max_suffix=None``); Stage II
+  masks the last R ~ U(1, R_max) tokens of the teacher answer itself
+  (``stage2_cut="answer_end"``, R_max = 96 as in the paper) and nothing else ("in practice
+  only the refinement segment is masked": ``stage2_noise=False``);
 * **cpu-scale** (this project's choices where the paper works at another scale): the masked
   suffix of Stage I is capped at ``max_suffix`` tokens (the largest drafting block, 32), with
   its length uniform in 1..max_suffix when the answer allows it, so every block size k of
   inference is seen; the conditioning context is the last ``c ~ U(min_context, context)``
   tokens before SEP (the drafter reads at most ``context`` tokens at inference); the kept
-  tokens are masked with probability ``context_noise * t`` (0.2 t); Stage II cuts each answer
-  at a random end first (``stage2_cut="random"``, see above) with R_max = 32.
+  tokens are masked with probability ``context_noise * t`` (0.2 t) in both stages; Stage II
+  cuts each answer at a random end first (``stage2_cut="random"``, see above) with R_max = 32.
 
 Both draw t from U(t_min, 1) so that 1/t stays bounded.
 """
@@ -93,7 +95,8 @@ def masked_diffusion_batch(sequences: torch.Tensor, *, mask_token_id: int, gener
 def continuation_batch(prompts: torch.Tensor, answers: torch.Tensor, *, stage: int, mask_token_id: int,
                        sep_token_id: int, pad_token_id: int, generator: torch.Generator, context: int,
                        min_context: int = 16, max_suffix: int | None = 32, r_max: int = 32, alpha: float = 1.01,
-                       t_min: float = 0.1, context_noise: float = 1.0, stage2_cut: str = "random") -> DiffusionBatch:
+                       t_min: float = 0.1, context_noise: float = 1.0, stage2_cut: str = "random",
+                       stage2_noise: bool = True) -> DiffusionBatch:
     """Stage I (``stage=1``) or Stage II (``stage=2``) rows from teacher answers.
 
     Args:
@@ -103,7 +106,9 @@ def continuation_batch(prompts: torch.Tensor, answers: torch.Tensor, *, stage: i
         max_suffix: Stage I masks at most this many suffix tokens, of a length drawn uniformly;
             None masks the whole rest of the answer (as written).
         r_max: Stage II's R_max.  alpha: Stage II weight base, w_i = alpha^(R - i).
-        context_noise: kept tokens are masked with probability ``context_noise * t``.
+        context_noise: context tokens (prefix and kept answer) are masked with probability
+            ``context_noise * t``; in Stage II only with ``stage2_noise`` (as written, "only the
+            refinement segment is masked").
         stage2_cut: ``"answer_end"``: Stage II's R tokens end the answer (as written);
             ``"random"``: the answer is first cut at a random end in U(R + 1, L_a).
     """
@@ -144,7 +149,7 @@ def continuation_batch(prompts: torch.Tensor, answers: torch.Tensor, *, stage: i
         c = int(ctx_len[b])
         s = int(suffix[b])
         ctx = full[b, end - c: end].clone()
-        noisy = torch.rand(c, generator=generator) < context_noise * t[b]
+        noisy = torch.rand(c, generator=generator) < (context_noise * t[b] if stage == 1 or stage2_noise else 0.0)
         ctx[noisy] = mask_token_id
         ids[b, :c] = ctx
         ids[b, c] = sep_token_id
