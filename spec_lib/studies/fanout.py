@@ -8,10 +8,6 @@ intervals from them exactly as before.  Dask ``distributed`` does the scheduling
 movement: the model and the methods (with their drafters) are scattered to every worker
 once.  Each worker process runs one job at a time with ``threads`` torch threads.
 
-Timings come from the workers (``threads`` torch threads each), so a calibration run in the
-notebook's own process (another thread count) does not describe them: use a fanned-out run
-for outputs and wall time, and the serial run for the committed timing claims.
-
 Greedy outputs, NFE and acceptance equal the serial run's as long as the model computes the
 same logits on the workers (same device, dtype and thread count; a different thread count
 can reorder float sums, so near-ties may resolve differently: compare with
@@ -28,7 +24,7 @@ from tqdm.auto import tqdm
 
 from . import bench
 
-_WARM: set[str] = set()                      # keys of the scattered payloads warmed up in this process
+_WARM: set[tuple[int, int]] = set()           # (id(model), id(methods)) warmed up in this process
 
 
 def connect(address: str):
@@ -53,10 +49,11 @@ def connect(address: str):
     return client
 
 
-def _job(payload: tuple, key: str, job: int, spec: tuple, settings: dict, threads: int) -> list[dict]:
-    """One job on a worker (warm-up once per process for each scattered payload ``key``)."""
+def _job(payload: tuple, job: int, spec: tuple, settings: dict, threads: int) -> list[dict]:
+    """One job on a worker (warm-up once per process for each scattered payload)."""
     model, methods = payload
     torch.set_num_threads(threads)
+    key = (id(model), id(methods))
     if key not in _WARM:
         bench.warm_up(model, methods, spec[3], settings)
         _WARM.add(key)
@@ -72,7 +69,7 @@ def run_jobs(client, model, methods: list, jobs: list[tuple], settings: dict, *,
     if not client.scheduler_info().get("workers"):
         raise RuntimeError("the Dask cluster has no workers: start some, or pass client=None for a serial run")
     payload = client.scatter({"grid": (model, list(methods))}, broadcast=True, hash=False)["grid"]
-    futures = [client.submit(_job, payload, payload.key, job, spec, settings, threads, pure=False, priority=-job)
+    futures = [client.submit(_job, payload, job, spec, settings, threads, pure=False, priority=-job)
                for job, spec in enumerate(jobs)]
     from distributed import as_completed
 
