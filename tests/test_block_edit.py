@@ -322,3 +322,34 @@ def test_most_improved_round_and_its_picture():
     assert not picture["P1 ok"].any()
     with pytest.raises(ValueError, match="round_rows"):
         editing.round_picture(rounds, sequence, anchor, Tokens())
+
+
+# ----- window expansion (seed 002, Sec. 4) ----------------------------------------------------------
+
+def test_an_expanded_network_drafts_wider_blocks_losslessly(trained_pair):
+    """The W-trained weights at block size W' = 2W - 1: proposals of W' - 1 slots, outputs still the
+    target's greedy ones; the copy leaves the original config alone."""
+    from spec_lib.training.dedit import replace_block_size
+
+    target_hf, network, _ = trained_pair
+    wide = FeatureBlockDrafter(replace_block_size(network.config, 2 * WIDTH - 1)).double()
+    wide.load_state_dict(network.state_dict())
+    assert network.config.block_size == WIDTH and wide.config.block_size == 2 * WIDTH - 1
+    target = FeatureTarget(target_hf, MASK_ID, wide.config.target_layer_ids)
+    drafter = BlockEditDrafter(target, wide.eval(), passes=2)
+    prompt = target_hf.chain.sample_sequences(1, 10, seed=300)[0].tolist()
+    res = decode(target, prompt, schedule="deer", width=2 * WIDTH - 2, max_new_tokens=30, drafter=drafter)
+    ref = target_hf.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)[0, len(prompt):].tolist()
+    assert res.tokens == ref and max(res.accepted) <= 2 * WIDTH - 1
+
+
+def test_expansion_settings_are_checked():
+    from spec_lib.training.dedit import DEditConfig, _check, network_names
+
+    config = DEditConfig()
+    assert network_names(config) == ["dflash", "dedit", "dedit_no_mix", "dflash_w32", "dedit_w24", "dedit_w32"]
+    assert block_edit.gamma_for(24) == 11 and block_edit.gamma_for(32) == 15        # seed 002's gammas
+    for bad in ((("dedit_low", 32),), (("dedit", 16),), (("dedit", 200),)):
+        with pytest.raises(ValueError, match="expansions must be"):
+            _check(DEditConfig(expansions=bad))

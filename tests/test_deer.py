@@ -204,3 +204,52 @@ def test_stage_batches_follow_eq_1_to_4():
     assert torch.equal(mdlm.targets, full[mdlm.rows, mdlm.cols])
     with pytest.raises(ValueError, match="stage must be"):
         d2a.continuation_batch(prompts_, answers, stage=3, **kwargs)
+
+
+def test_stage_batches_as_written():
+    """Seed 001's objectives as written: Stage I reads the whole prefix (prompt + kept answer)
+    and masks the whole rest of the answer; Stage II masks the answer's last R tokens; with
+    kept tokens noised at level t, about t of the context is masked."""
+    gen = torch.Generator().manual_seed(1)
+    prompts_, answers = torch.randint(4, 40, (64, 12)), torch.randint(4, 40, (64, 20))
+    kwargs = dict(mask_token_id=1, sep_token_id=2, pad_token_id=3, generator=gen, context=32, min_context=32,
+                  max_suffix=None, r_max=19, t_min=0.2, stage2_cut="answer_end")
+    full = torch.cat([prompts_, answers], 1)
+    one = d2a.continuation_batch(prompts_, answers, stage=1, context_noise=0.0, **kwargs)
+    for b in range(64):
+        cols = one.cols[one.rows == b]
+        sep = int(cols.min()) - 1
+        kept = sep - 12                                             # the context is the whole prefix
+        assert 1 <= kept <= 19 and cols.numel() == 20 - kept       # the whole rest is masked
+        assert torch.equal(one.input_ids[b, :sep], full[b, :sep])
+        assert torch.equal(one.targets[one.rows == b], answers[b, kept:])
+    # Stage II as written: "only the refinement segment is masked", even at full context noise
+    two = d2a.continuation_batch(prompts_, answers, stage=2, alpha=1.5, context_noise=1.0, stage2_noise=False, **kwargs)
+    for b in range(64):
+        mine = two.rows == b
+        r = int(mine.sum())
+        assert 1 <= r <= 19 and torch.equal(two.targets[mine], answers[b, 20 - r:])      # ends the answer
+        assert torch.equal(two.input_ids[b, :32 - r], full[b, :32 - r])
+    noisy_two = d2a.continuation_batch(prompts_, answers, stage=2, context_noise=1.0, **kwargs)   # cpu-scale: noised
+    assert (noisy_two.input_ids == 1).sum() > noisy_two.rows.numel()
+    noisy = d2a.continuation_batch(prompts_, answers, stage=1, context_noise=1.0, **kwargs)
+    t = 1 / noisy.weights[torch.searchsorted(noisy.rows, torch.arange(64))]              # each row's t
+    masked = [(noisy.input_ids[b, :int(noisy.cols[noisy.rows == b].min()) - 1] == 1).float().mean() for b in range(64)]
+    assert abs(float(torch.stack(masked).mean() - t.mean())) < 0.06                        # context masked at level t
+    for bad in ({"stage2_cut": "middle"}, {"max_suffix": 0}):
+        with pytest.raises(ValueError, match="stage2_cut|max_suffix"):
+            d2a.continuation_batch(prompts_, answers, stage=2, **{**kwargs, **bad})
+
+
+def test_faithful_presets_are_the_objectives_as_written():
+    from spec_lib.training import deer
+
+    for profile in ("smoke", "cpu"):
+        scale, faithful = deer.D2A_PRESETS[profile], deer.D2A_PRESETS[f"{profile}-faithful"]
+        assert deer.objectives(scale) == "cpu-scale" and deer.objectives(faithful) == "faithful"
+        assert faithful.max_suffix is None and faithful.stage2_cut == "answer_end" and faithful.context_noise == 1.0
+        assert not faithful.stage2_noise and scale.stage2_noise
+        same = set(deer.TEACHER_FIELDS) | {"pretrain_steps", "stage1_steps", "stage2_steps", "alphas", "hidden_size"}
+        assert all(getattr(scale, f) == getattr(faithful, f) for f in same)       # only the objectives differ
+    assert deer.D2A_PRESETS["cpu-faithful"].r_max == 96
+    assert deer.deer_cache_key(deer.D2A_PRESETS["cpu"]) != deer.deer_cache_key(deer.D2A_PRESETS["cpu-faithful"])

@@ -40,15 +40,16 @@ def proposal_mix_rates(rates: pd.DataFrame):
     return fig
 
 
-def tau_by_pass(table: pd.DataFrame, width: int):
-    """Table 2(a) analogue: replayed tau by number of passes, per drafter (macro average)."""
+def tau_by_pass(table: pd.DataFrame):
+    """Table 2(a) analogue: replayed tau by number of passes, per drafter and block size W
+    (macro average over slices)."""
     macro = table[table["slice"] == "macro"]
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for drafter, part in macro.groupby("drafter"):
-        ax.plot(part["pass"], part["tau"], "o-", label=drafter)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for (drafter, width), part in macro.groupby(["drafter", "W"]):
+        ax.plot(part["pass"], part["tau"], "o-" if "_w" not in drafter else "s--", label=f"{drafter} (W = {width})")
     ax.set(xlabel="passes K (P_K is verified)", ylabel="replayed tau (macro average)", xticks=sorted(macro["pass"].unique()),
-           title=f"editing passes at W = {width}")
-    ax.legend()
+           title="editing passes by block size W")
+    ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     return fig
 

@@ -28,26 +28,32 @@ def stage_losses(history: pd.DataFrame, stages: list[str]):
     return fig
 
 
-def alpha_curves(history: pd.DataFrame, alphas, name):
-    """Stage II training loss and gradient norm per alpha (Figure 6)."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for alpha in alphas:
-        part = history[(history["model"] == name(alpha)) & (history["split"] == "train")]
-        axes[0].plot(part["step"], part["loss"].rolling(10, min_periods=1).mean(), label=f"alpha = {alpha:g}")
-        axes[1].plot(part["step"], part["grad_norm"].rolling(10, min_periods=1).mean(), label=f"alpha = {alpha:g}")
-    axes[0].set(title="Stage II training loss (10-step mean)", xlabel="step", ylabel="weighted loss")
-    axes[1].set(title="gradient norm before clipping (10-step mean)", xlabel="step", ylabel="norm")
-    for ax in axes:
-        ax.legend()
+def alpha_curves(histories: dict[str, pd.DataFrame], alphas, name, r_max: dict[str, int]):
+    """Stage II training loss and gradient norm per alpha (Figure 6), one row per objective
+    variant (``{variant: history}``), with the first/last weight ratio each alpha spans."""
+    fig, axes = plt.subplots(len(histories), 2, figsize=(12, 3.6 * len(histories)), squeeze=False)
+    for row, (variant, history) in zip(axes, histories.items()):
+        for alpha in alphas:
+            part = history[(history["model"] == name(alpha)) & (history["split"] == "train")]
+            label = f"alpha = {alpha:g} (ratio {alpha ** (r_max[variant] - 1):.1f})"
+            row[0].plot(part["step"], part["loss"].rolling(10, min_periods=1).mean(), label=label)
+            row[1].plot(part["step"], part["grad_norm"].rolling(10, min_periods=1).mean(), label=label)
+        row[0].set(title=f"{variant}: Stage II training loss (10-step mean), R_max = {r_max[variant]}", xlabel="step",
+                   ylabel="weighted loss")
+        row[1].set(title=f"{variant}: gradient norm before clipping (10-step mean)", xlabel="step", ylabel="norm")
+        for ax in row:
+            ax.legend(fontsize=8)
+            ax.title.set_fontsize(10)
     fig.tight_layout()
     return fig
 
 
 def ablation_bars(ablation: pd.DataFrame, labels: list[str], block: int):
     """tau per slice of each alignment stage (Table 3), in DEER's convention (seed 001)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(10, 4))
     ablation.set_index("slice")[labels].plot.bar(ax=ax, rot=0)
     ax.set(ylabel=f"{tau_label('deer')}, k = {block}", title="alignment stages: acceptance length per slice")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

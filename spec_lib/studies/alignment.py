@@ -24,7 +24,7 @@ def alpha_sensitivity(history: pd.DataFrame, alphas, r_max: int, name) -> pd.Dat
         held = history[(history["model"] == name(alpha)) & (history["split"] == "heldout")]
         late = part["loss"].iloc[len(part) // 2:]
         quarter = max(1, len(late) // 4)
-        rows.append({"alpha": alpha, "weight_ratio_first_last": alpha ** (r_max - 1),
+        rows.append({"alpha": alpha, "r_max": r_max, "weight_ratio_first_last": alpha ** (r_max - 1),
                      "first_heldout_loss": float(held["loss"].iloc[0]), "last_heldout_loss": float(held["loss"].iloc[-1]),
                      "last_heldout_ce": float(held["ce"].iloc[-1]), "late_train_loss_std": float(late.std()),
                      "late_train_loss_trend": float(late.iloc[-quarter:].mean() - late.iloc[:quarter].mean()),
@@ -37,9 +37,33 @@ def every_stage_trained(history: pd.DataFrame, names) -> bool:
     return set(names) <= set(history["model"])
 
 
-def stage2_ablation(runs: pd.DataFrame, labels: list[str], stage1: str, stage2: str) -> pd.DataFrame:
-    """tau per slice of each drafter (columns in ``labels`` order) and Stage II's gain over Stage I,
-    tau in DEER's convention (seed 001: draft tokens accepted per cycle)."""
+def stage2_ablation(runs: pd.DataFrame, labels: list[str], pairs: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """tau per slice of each drafter (columns in ``labels`` order) and, per variant of
+    ``pairs = {variant: (stage1_label, stage2_label)}``, Stage II's gain over Stage I
+    (column ``stage2_gain <variant>``); tau in DEER's convention (seed 001: draft tokens
+    accepted per cycle)."""
     table = tau_by(runs, convention="deer").pivot(index="slice", columns="method", values="tau")[labels]
-    table["stage2_gain"] = table[stage2] - table[stage1]
+    for variant, (stage1, stage2) in pairs.items():
+        table[f"stage2_gain {variant}"] = table[stage2] - table[stage1]
     return table.reset_index()
+
+
+def objectives_comparison(ablation: pd.DataFrame, alpha_table: pd.DataFrame,
+                          pairs: dict[str, tuple[str, str]]) -> pd.DataFrame:
+    """One row per objective variant: mean tau over slices after Stage I and after Stage II,
+    Stage II's gain, R_max, the first/last weight ratios alpha^(R_max - 1) spanned by the
+    alpha sweep, and the late-training loss spread of Stage II at the smallest and largest
+    alpha (``alpha_table`` from :func:`alpha_sensitivity` with a ``variant`` column)."""
+    rows = []
+    for variant, (stage1, stage2) in pairs.items():
+        alphas = alpha_table[alpha_table["variant"] == variant].sort_values("alpha")
+        rows.append({"variant": variant, "tau_stage1": float(ablation[stage1].mean()),
+                     "tau_stage2": float(ablation[stage2].mean()),
+                     "stage2_gain": float(ablation[f"stage2_gain {variant}"].mean()),
+                     "r_max": int(alphas["r_max"].iloc[0]),
+                     "weight_ratio_low": float(alphas["weight_ratio_first_last"].iloc[0]),
+                     "weight_ratio_high": float(alphas["weight_ratio_first_last"].iloc[-1]),
+                     "late_loss_std_low_alpha": float(alphas["late_train_loss_std"].iloc[0]),
+                     "late_loss_std_high_alpha": float(alphas["late_train_loss_std"].iloc[-1]),
+                     "max_grad_norm_high_alpha": float(alphas["max_grad_norm"].iloc[-1])})
+    return pd.DataFrame(rows)

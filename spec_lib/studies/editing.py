@@ -179,10 +179,17 @@ def round_picture(round_rows: pd.DataFrame, sequence: list[int], anchor: int, to
     return pd.DataFrame(table, index=pd.RangeIndex(1, width + 1, name="slot"))
 
 
-def tau_by_pass_table(replayed: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """:func:`tau_by_pass` of several drafters (``{name: rounds}``), with a ``drafter`` column."""
-    return pd.concat([tau_by_pass(rounds).assign(drafter=name) for name, rounds in replayed.items()],
-                     ignore_index=True)
+def tau_by_pass_table(replayed: dict[str, pd.DataFrame], widths: dict[str, int] | None = None) -> pd.DataFrame:
+    """:func:`tau_by_pass` of several drafters (``{name: rounds}``), with a ``drafter`` column
+    and, given ``widths`` (``{name: W}``), a ``W`` column (Table 2(a): tau by W and passes)."""
+    table = pd.concat([tau_by_pass(rounds).assign(drafter=name) for name, rounds in replayed.items()],
+                      ignore_index=True)
+    if widths is not None:
+        missing = sorted(set(replayed) - set(widths))
+        if missing:
+            raise ValueError(f"widths must give W for every drafter, missing {missing}")
+        table["W"] = table["drafter"].map(widths)
+    return table
 
 
 def edit_effects_table(replayed: dict[str, pd.DataFrame], names: list[str]) -> pd.DataFrame:

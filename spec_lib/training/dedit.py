@@ -12,7 +12,9 @@ same backbone, data and steps; the objectives are in :mod:`spec_lib.training.blo
    teacher construction at this config's sizes), cached under ``artifacts/teacher/<key>``;
 3. one :class:`~spec_lib.drafters.feature_block.FeatureBlockDrafter` per entry of
    ``config.variants`` (:data:`VARIANTS`), each from the same initial weights, batches and
-   steps; features come from the frozen target per batch.
+   steps; features come from the frozen target per batch;
+4. window expansion (seed 002, Sec. 4): each ``config.expansions`` entry continues a trained
+   variant at a larger block size W' with gamma = W'/2 - 1.
 
 :func:`save_block_drafters` writes ``artifacts/dedit/<key>/<variant>/`` (``save_pretrained``)
 with ``history.csv`` and ``record.json``; the key hashes the config, the target's checkpoint
@@ -22,6 +24,7 @@ key and the source of every module this pipeline imports (decoding code is not a
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -75,10 +78,19 @@ class DEditConfig:
     select: str = "high"                # ProposalMix: confident slots get ground truth
     rule: str = "threshold"
     variants: tuple[str, ...] = ("dflash", "dedit", "dedit_no_mix")
+    #: window expansion (seed 002, Sec. 4): (variant, W') continues the W-trained variant at
+    #: block size W' with gamma = W'/2 - 1 for ``expansion_steps`` steps; saved as ``<variant>_w<W'>``.
+    expansions: tuple[tuple[str, int], ...] = (("dflash", 32), ("dedit", 24), ("dedit", 32))
+    expansion_steps: int = 150
     seed: int = 0
     max_files: int | None = None
 
 
+
+
+def network_names(config: DEditConfig) -> list[str]:
+    """Every network the pipeline saves: the variants, then the window expansions."""
+    return [*config.variants, *(f"{name}_w{width}" for name, width in config.expansions)]
 
 
 def dedit_cache_key(config: DEditConfig) -> str:
@@ -93,6 +105,10 @@ def _check(config: DEditConfig) -> None:
     unknown = [v for v in config.variants if v not in VARIANTS]
     if unknown or not config.variants:
         raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, got {list(config.variants)}")
+    for name, width in config.expansions:
+        if name not in config.variants or not isinstance(width, int) or not config.width < width <= config.answer_len:
+            raise ValueError(f"expansions must be (variant in {list(config.variants)}, W' with {config.width} < W' <= "
+                             f"answer_len {config.answer_len}), got {(name, width)!r}")
 
 
 def load_target(preset: str, progress: bool = True):
@@ -131,6 +147,13 @@ def teacher_set(config: DEditConfig, target, progress: bool = True) -> dict[str,
     return out
 
 
+def replace_block_size(config, width: int):
+    """A copy of a :class:`~spec_lib.drafters.feature_block.FeatureBlockConfig` at block size ``width``."""
+    copied = copy.deepcopy(config)
+    copied.block_size = int(width)
+    return copied
+
+
 @torch.no_grad()
 def target_features(hf_model, sequences: torch.Tensor, layer_ids: list[int]) -> torch.Tensor:
     """``(B, L, n_features * H)``: the frozen target's hidden states after ``layer_ids``."""
@@ -139,12 +162,13 @@ def target_features(hf_model, sequences: torch.Tensor, layer_ids: list[int]) -> 
 
 
 def anchor_batch(config: DEditConfig, hf_model, layer_ids, prompts, answers, mask_token_id: int,
-                 generator: torch.Generator) -> block_edit.AnchorBatch:
-    """Features and sampled anchor blocks of teacher rows (prompt + answer, answer supervised)."""
+                 generator: torch.Generator, width: int | None = None) -> block_edit.AnchorBatch:
+    """Features and sampled anchor blocks of width ``width`` (default ``config.width``) of
+    teacher rows (prompt + answer, answer supervised)."""
     sequences = torch.cat([prompts, answers], dim=1)
     loss_mask = torch.zeros_like(sequences, dtype=torch.bool)
     loss_mask[:, prompts.shape[1]:] = True
-    parts = block_edit.sample_anchors(sequences, loss_mask, n_anchors=config.n_anchors, width=config.width,
+    parts = block_edit.sample_anchors(sequences, loss_mask, n_anchors=config.n_anchors, width=width or config.width,
                                       mask_token_id=mask_token_id, generator=generator)
     return block_edit.AnchorBatch(target_features(hf_model, sequences, layer_ids), *parts)
 
@@ -157,42 +181,53 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
     teacher = teacher_set(config, target, progress)
     hf_model, mask_id = target.hf_model.eval(), target.tokenizer.mask_token_id
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
-    weights = block_edit.position_weights(config.width, config.gamma)
     initial = build_feature_block_drafter(hf_model.config, num_layers=config.num_layers, n_features=config.n_features,
                                           block_size=config.width, mask_token_id=mask_id, seed=config.seed)
     layer_ids = list(initial.config.target_layer_ids)
-    eval_gen = torch.Generator().manual_seed(config.seed + 1)
-    eval_batches = [anchor_batch(config, hf_model, layer_ids, teacher["heldout_prompts"][i: i + config.batch_size],
-                                 teacher["heldout_answers"][i: i + config.batch_size], mask_id, eval_gen)
-                    for i in range(0, config.heldout_prompts, config.batch_size)]
     networks, history = {}, []
-    for name in config.variants:
-        gen = torch.Generator().manual_seed(config.seed)          # the same batches for every variant
 
-        def make_batch(step, gen=gen):
-            pick = torch.randint(0, teacher["prompts"].shape[0], (config.batch_size,), generator=gen)
-            return anchor_batch(config, hf_model, layer_ids, teacher["prompts"][pick], teacher["answers"][pick],
-                                mask_id, gen)
-
+    def train(name: str, network, width: int, steps: int, label: str) -> None:
+        """``steps`` of variant ``name``'s loss at block size ``width`` (the same batches for every
+        network trained at that width)."""
+        gen = torch.Generator().manual_seed(config.seed)
+        eval_gen = torch.Generator().manual_seed(config.seed + 1)
+        eval_batches = [anchor_batch(config, hf_model, layer_ids, teacher["heldout_prompts"][i: i + config.batch_size],
+                                     teacher["heldout_answers"][i: i + config.batch_size], mask_id, eval_gen, width)
+                        for i in range(0, config.heldout_prompts, config.batch_size)]
+        weights = block_edit.position_weights(width, config.gamma if width == config.width
+                                              else block_edit.gamma_for(width))
         options = VARIANTS[name]
 
-        def loss_fn(model, batch, options=options):
+        def make_batch(step):
+            pick = torch.randint(0, teacher["prompts"].shape[0], (config.batch_size,), generator=gen)
+            return anchor_batch(config, hf_model, layer_ids, teacher["prompts"][pick], teacher["answers"][pick],
+                                mask_id, gen, width)
+
+        def loss_fn(model, batch):
             if options is None:
                 return block_edit.unmask_loss(model, embed, head, batch, weights)
             return block_edit.dedit_loss(model, embed, head, batch, weights, eta=config.eta,
                                          **{"select": config.select, "rule": config.rule, **options})
 
+        torch.manual_seed(config.seed)
+        history.extend(fit(network, make_batch, loss_fn, steps=steps, lr=config.lr, warmup=config.warmup,
+                           eval_batches=eval_batches, eval_every=config.eval_every, label=label, progress=progress))
+        networks[label] = network.eval()
+
+    for name in config.variants:
         network = FeatureBlockDrafter(initial.config)
         network.load_state_dict(initial.state_dict())
-        torch.manual_seed(config.seed)
-        history += fit(network, make_batch, loss_fn, steps=config.steps, lr=config.lr, warmup=config.warmup,
-                       eval_batches=eval_batches, eval_every=config.eval_every, label=name, progress=progress)
-        networks[name] = network.eval()
+        train(name, network, config.width, config.steps, name)
+    for name, width in config.expansions:                       # window expansion from the W-trained weights
+        network = FeatureBlockDrafter(replace_block_size(initial.config, width))
+        network.load_state_dict(networks[name].state_dict())
+        train(name, network.train(), width, config.expansion_steps, f"{name}_w{width}")
     record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": float(teacher["seconds"]),
               "teacher_rows": int(teacher["prompts"].shape[0]), "teacher_tokens": int(teacher["answers"].numel()),
               "drafter_parameters": int(sum(p.numel() for p in initial.parameters())),
               "target_parameters": int(sum(p.numel() for p in hf_model.parameters())), "layer_ids": layer_ids,
-              "config": asdict(config), "target_checkpoint_key": checkpoint_key(*PRESETS[config.target_preset]),
+              "config": asdict(config), "networks": network_names(config),
+              "target_checkpoint_key": checkpoint_key(*PRESETS[config.target_preset]),
               "checkpoint_key": dedit_cache_key(config)}
     return networks, pd.DataFrame(history).rename(columns={"stage": "model"}), record
 

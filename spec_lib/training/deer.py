@@ -6,11 +6,11 @@ Reference: seed 001, Sec. 3.4 "Stage I" / "Stage II" and their training configur
 
 :func:`train_deer` (one :class:`D2AConfig`) runs the stages in order:
 
-1. :func:`target_and_corpus`: the AR target is the self-speculative model of
+1. :func:`spec_lib.training.deer_teacher.target_and_corpus`: the AR target is the self-speculative model of
    :mod:`spec_lib.training.self_speculative` used in AR mode only, frozen (the best AR model
    this project trains; no second training run);
-2. :func:`teacher_data`: corpus windows continued greedily by the target
-   (:func:`spec_lib.training.teacher.greedy_continuations`);
+2. :func:`spec_lib.training.deer_teacher.teacher_data`: corpus windows continued greedily by
+   the target (:func:`spec_lib.training.teacher.greedy_continuations`), cached;
 3. :func:`train_diffusion_drafter`: a smaller Qwen3 run bidirectionally, pre-trained with
    the masked-diffusion objective on the corpus ("the pre-trained dLLM"), then Stage I on
    the teacher data, then Stage II once per ``alphas`` entry (the alpha sensitivity run);
@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -36,12 +36,12 @@ import torch
 
 from ..architectures import build_qwen3
 from ..io import atomic_directory
-from . import d2a, data, next_token
+from . import d2a, next_token
 from .cache import artifacts_dir, cache_key
+from .deer_teacher import TEACHER_FIELDS, Teacher, teacher_data  # noqa: F401  (TEACHER_FIELDS: re-exported)
 from .loop import fit
 from .presets import PRESETS
-from .self_speculative import checkpoint_key, load_or_train, windows
-from .teacher import greedy_continuations
+from .self_speculative import checkpoint_key, windows
 
 PIPELINE = "spec_lib.training.deer"
 
@@ -60,12 +60,14 @@ class D2AConfig:
     answer_len: int = 128
     context: int = 256                 # drafter context window (tokens before SEP)
     min_context: int = 16
-    max_suffix: int = 32               # Stage I suffix cap = the largest block size
+    max_suffix: int | None = 32        # Stage I suffix cap = the largest block size; None: the whole rest
     r_max: int = 32                    # Stage II R_max (the paper: 96 for longer answers)
+    stage2_cut: str = "random"         # Stage II's R tokens end a randomly cut answer, or the answer ("answer_end")
+    stage2_noise: bool = True          # Stage II also masks context tokens at context_noise * t
     alpha: float = 1.01                # Stage II weight base of the drafter used downstream
     alphas: tuple[float, ...] = (1.01, 1.02, 1.05)
     t_min: float = 0.1
-    context_noise: float = 0.2         # kept tokens are masked with probability context_noise * t
+    context_noise: float = 0.2         # kept tokens are masked with probability context_noise * t (1: at level t)
     batch_size: int = 32
     pretrain_len: int = 160
     pretrain_steps: int = 600
@@ -82,13 +84,35 @@ class D2AConfig:
     max_files: int | None = None       # corpus files (smoke)
 
 
+def _as_written(config: D2AConfig) -> D2AConfig:
+    """``config`` with seed 001's objectives as written (:mod:`spec_lib.training.d2a`): the whole
+    prefix as context, known tokens noised at level t and the whole rest of the answer masked
+    in Stage I; the last R ~ U(1, 96) answer tokens, and nothing else, masked in Stage II.
+    The teacher prompts are fixed-length corpus windows, so every Stage I context holds at
+    least ``prompt_len + 1`` tokens (shorter evaluation prompts are outside that range)."""
+    full = config.prompt_len + config.answer_len
+    return replace(config, context=full, min_context=full, max_suffix=None, context_noise=1.0,
+                   r_max=min(96, config.answer_len - 1), stage2_cut="answer_end", stage2_noise=False)
+
+
+_SMOKE = D2AConfig(target_preset="smoke", hidden_size=32, num_layers=1, teacher_prompts=32, heldout_prompts=8,
+                   prompt_len=32, answer_len=32, context=32, min_context=8, max_suffix=16, r_max=16,
+                   batch_size=8, pretrain_len=48, pretrain_steps=6, stage1_steps=6, stage2_steps=4,
+                   ar_pretrain_steps=6, ar_distill_steps=4, eval_every=3, max_files=20)
+
+#: DEER's drafters per profile: ``<profile>`` with this project's cpu-scale objectives, and
+#: ``<profile>-faithful`` with the objectives as written (the same teacher data, sizes and steps).
 D2A_PRESETS: dict[str, D2AConfig] = {
-    "smoke": D2AConfig(target_preset="smoke", hidden_size=32, num_layers=1, teacher_prompts=32, heldout_prompts=8,
-                       prompt_len=32, answer_len=32, context=32, min_context=8, max_suffix=16, r_max=16,
-                       batch_size=8, pretrain_len=48, pretrain_steps=6, stage1_steps=6, stage2_steps=4,
-                       ar_pretrain_steps=6, ar_distill_steps=4, eval_every=3, max_files=20),
+    "smoke": _SMOKE,
+    "smoke-faithful": _as_written(_SMOKE),
     "cpu": D2AConfig(),
+    "cpu-faithful": _as_written(D2AConfig()),
 }
+
+
+def objectives(config: D2AConfig) -> str:
+    """``"faithful"`` when ``config`` trains seed 001's objectives as written, else ``"cpu-scale"``."""
+    return "faithful" if config == _as_written(config) else "cpu-scale"
 
 
 @dataclass
@@ -98,21 +122,6 @@ class DeerTraining:
     hf_models: dict
     history: pd.DataFrame
     record: dict = field(default_factory=dict)
-
-
-@dataclass
-class _Teacher:
-    """The frozen target, its tokenizer, corpus streams and the teacher answers."""
-
-    target: object
-    tokenizer: object
-    stream: object
-    heldout: object
-    prompts: torch.Tensor
-    answers: torch.Tensor
-    heldout_prompts: torch.Tensor
-    heldout_answers: torch.Tensor
-    seconds: float
 
 
 def stage2_name(alpha: float) -> str:
@@ -138,41 +147,15 @@ def _build(config: D2AConfig, vocab_size: int, tokenizer, seed: int):
     return model
 
 
-def target_and_corpus(config: D2AConfig, progress: bool):
-    """The frozen target (trained on first use), its tokenizer, and train / held-out streams."""
-    if config.target_preset not in PRESETS:
-        raise ValueError(f"target_preset must be one of {list(PRESETS)}, got {config.target_preset!r}")
-    model_config, target_config = PRESETS[config.target_preset]
-    target = load_or_train(model_config, target_config, progress=progress)
-    target_hf, tokenizer = target.hf_model.eval(), target.tokenizer
-    for p in target_hf.parameters():
-        p.requires_grad_(False)
-    docs = data.training_documents(target_config.math_share, target_config.copy_share, target_config.seed,
-                                   max_files=config.max_files or target_config.max_files)
-    heldout_docs = [data.read_source(p) for p in data.stdlib_files("heldout")[: config.max_files]]
-    return target_hf, tokenizer, data.token_stream(docs, tokenizer), data.token_stream(heldout_docs, tokenizer)
-
-
-def teacher_data(config: D2AConfig, gen: torch.Generator, progress: bool) -> _Teacher:
-    """Corpus windows and held-out windows, continued greedily by the frozen target."""
-    target_hf, tokenizer, stream, heldout = target_and_corpus(config, progress)
-    started = time.perf_counter()
-    prompts = windows(stream, config.prompt_len, config.teacher_prompts, gen)
-    answers = greedy_continuations(target_hf, prompts, config.answer_len, batch=64, progress=progress)
-    heldout_prompts = windows(heldout, config.prompt_len, config.heldout_prompts, gen)
-    heldout_answers = greedy_continuations(target_hf, heldout_prompts, config.answer_len, batch=64, progress=progress)
-    return _Teacher(target_hf, tokenizer, stream, heldout, prompts, answers, heldout_prompts, heldout_answers,
-                    time.perf_counter() - started)
-
-
-def train_diffusion_drafter(config: D2AConfig, teacher: _Teacher, gen: torch.Generator, eval_gen: torch.Generator,
+def train_diffusion_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, eval_gen: torch.Generator,
                             progress: bool) -> tuple[dict, list[dict]]:
     """Masked-diffusion pre-training, Stage I (Eq. 1-2), Stage II per alpha (Eq. 3-4)."""
     tokenizer = teacher.tokenizer
     ids = dict(mask_token_id=tokenizer.mask_token_id)
     cont = dict(**ids, sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
                 context=config.context, min_context=config.min_context, max_suffix=config.max_suffix,
-                r_max=config.r_max, t_min=config.t_min, context_noise=config.context_noise)
+                r_max=config.r_max, t_min=config.t_min, context_noise=config.context_noise,
+                stage2_cut=config.stage2_cut, stage2_noise=config.stage2_noise)
     n_eval = min(config.heldout_prompts, config.batch_size)
     common = dict(warmup=config.warmup, eval_every=config.eval_every, progress=progress)
 
@@ -210,7 +193,7 @@ def train_diffusion_drafter(config: D2AConfig, teacher: _Teacher, gen: torch.Gen
     return models, history
 
 
-def train_ar_drafter(config: D2AConfig, teacher: _Teacher, gen: torch.Generator, eval_gen: torch.Generator,
+def train_ar_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, eval_gen: torch.Generator,
                      progress: bool) -> tuple[object, list[dict]]:
     """Next-token pre-training on the corpus, then distillation on the teacher answers."""
     n_eval = min(config.heldout_prompts, config.batch_size)
@@ -242,10 +225,11 @@ def train_deer(config: D2AConfig, progress: bool = True) -> DeerTraining:
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
-    teacher = teacher_data(config, gen, progress)
+    teacher = teacher_data(config, progress)
     models, history = train_diffusion_drafter(config, teacher, gen, eval_gen, progress)
     models["ar_distilled"], ar_history = train_ar_drafter(config, teacher, gen, eval_gen, progress)
     record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": teacher.seconds,
+              "objectives": objectives(config),
               "corpus_tokens": int(len(teacher.stream)), "heldout_tokens": int(len(teacher.heldout)),
               "teacher_rows": int(teacher.prompts.shape[0]), "teacher_tokens": int(teacher.answers.numel()),
               "drafter_parameters": int(sum(p.numel() for p in models["stage1"].parameters())),
