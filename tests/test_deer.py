@@ -243,13 +243,14 @@ def test_stage_batches_as_written():
 
 def test_faithful_presets_are_the_objectives_as_written():
     from spec_lib.training import deer
+    from spec_lib.training.teacher_sets import TEACHER_FIELDS
 
     for profile in ("smoke", "cpu"):
         scale, faithful = deer.D2A_PRESETS[profile], deer.D2A_PRESETS[f"{profile}-faithful"]
         assert deer.objectives(scale) == "cpu-scale" and deer.objectives(faithful) == "faithful"
         assert faithful.max_suffix is None and faithful.stage2_cut == "answer_end" and faithful.context_noise == 1.0
         assert not faithful.stage2_noise and scale.stage2_noise
-        same = set(deer.TEACHER_FIELDS) | {"pretrain_steps", "stage1_steps", "stage2_steps", "alphas", "hidden_size"}
+        same = set(TEACHER_FIELDS) | {"pretrain_steps", "stage1_steps", "stage2_steps", "alphas", "hidden_size"}
         assert all(getattr(scale, f) == getattr(faithful, f) for f in same)       # only the objectives differ
     assert deer.D2A_PRESETS["cpu-faithful"].r_max == 96
     assert deer.deer_cache_key(deer.D2A_PRESETS["cpu"]) != deer.deer_cache_key(deer.D2A_PRESETS["cpu-faithful"])

@@ -28,17 +28,19 @@ def stage_losses(history: pd.DataFrame, stages: list[str]):
     return fig
 
 
-def alpha_curves(histories: dict[str, pd.DataFrame], alphas, name, r_max: dict[str, int]):
+def alpha_curves(variants: dict, name):
     """Stage II training loss and gradient norm per alpha (Figure 6), one row per objective
-    variant (``{variant: history}``), with the first/last weight ratio each alpha spans."""
-    fig, axes = plt.subplots(len(histories), 2, figsize=(12, 3.6 * len(histories)), squeeze=False)
-    for row, (variant, history) in zip(axes, histories.items()):
-        for alpha in alphas:
+    variant (``{variant: DeerModels}``), with the first/last weight ratio alpha^(R_max - 1) each
+    alpha spans."""
+    fig, axes = plt.subplots(len(variants), 2, figsize=(12, 3.6 * len(variants)), squeeze=False)
+    for row, (variant, trained) in zip(axes, variants.items()):
+        history, r_max = trained.history, trained.config.r_max
+        for alpha in trained.config.alphas:
             part = history[(history["model"] == name(alpha)) & (history["split"] == "train")]
-            label = f"alpha = {alpha:g} (ratio {alpha ** (r_max[variant] - 1):.1f})"
+            label = f"alpha = {alpha:g} (ratio {alpha ** (r_max - 1):.1f})"
             row[0].plot(part["step"], part["loss"].rolling(10, min_periods=1).mean(), label=label)
             row[1].plot(part["step"], part["grad_norm"].rolling(10, min_periods=1).mean(), label=label)
-        row[0].set(title=f"{variant}: Stage II training loss (10-step mean), R_max = {r_max[variant]}", xlabel="step",
+        row[0].set(title=f"{variant}: Stage II training loss (10-step mean), R_max = {r_max}", xlabel="step",
                    ylabel="weighted loss")
         row[1].set(title=f"{variant}: gradient norm before clipping (10-step mean)", xlabel="step", ylabel="norm")
         for ax in row:

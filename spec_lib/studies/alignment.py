@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..training.deer import deer_cache_key, drafter_names, objectives, stage2_name
 from .acceptance import tau_by
 
 
@@ -67,3 +68,52 @@ def objectives_comparison(ablation: pd.DataFrame, alpha_table: pd.DataFrame,
                      "late_loss_std_high_alpha": float(alphas["late_train_loss_std"].iloc[-1]),
                      "max_grad_norm_high_alpha": float(alphas["max_grad_norm"].iloc[-1])})
     return pd.DataFrame(rows)
+
+
+# ----- notebook 20's two objective variants side by side --------------------------------------------
+
+def load_variants(presets: dict[str, str]) -> dict:
+    """``{variant: DeerModels}`` for ``{variant: D2A preset}`` (trained on first use, cached)."""
+    from ..training.deer_models import load_deer
+
+    return {variant: load_deer(name) for variant, name in presets.items()}
+
+
+def variant_records(variants: dict) -> pd.DataFrame:
+    """Per variant: which objectives it trains, model sizes, data and training time."""
+    return pd.DataFrame([{"variant": v, "objectives": objectives(t.config),
+                          "target_parameters_M": t.record["target_parameters"] / 1e6,
+                          "drafter_parameters_M": t.record["drafter_parameters"] / 1e6,
+                          "corpus_tokens": t.record["corpus_tokens"], "teacher_rows": t.record["teacher_rows"],
+                          "answer_len": t.config.answer_len, "teacher_seconds": t.record["teacher_seconds"],
+                          "train_minutes": t.record["train_seconds"] / 60, "drafter_key": deer_cache_key(t.config)}
+                         for v, t in variants.items()])
+
+
+def final_heldout_by_variant(variants: dict) -> pd.DataFrame:
+    """:func:`final_heldout` of every variant, with a ``variant`` column."""
+    return pd.concat([final_heldout(t.history).assign(variant=v) for v, t in variants.items()], ignore_index=True)
+
+
+def alpha_table(variants: dict) -> pd.DataFrame:
+    """:func:`alpha_sensitivity` of every variant (its own alphas and R_max), with a ``variant`` column."""
+    return pd.concat([alpha_sensitivity(t.history, t.config.alphas, t.config.r_max, stage2_name).assign(variant=v)
+                      for v, t in variants.items()], ignore_index=True)
+
+
+def ablation_drafters(variants: dict, pretrained_from: str) -> tuple[dict, dict[str, tuple[str, str]]]:
+    """The drafters of the Stage II ablation, ``{label: drafter}``: the masked-diffusion drafter
+    before alignment (of ``pretrained_from``) and each variant's Stage I and Stage I + II
+    drafters; and ``pairs = {variant: (stage1_label, stage2_label)}``."""
+    drafters = {"pre-trained dLLM": variants[pretrained_from].diffusion_drafter("pretrained")}
+    pairs = {}
+    for variant, trained in variants.items():
+        pairs[variant] = (f"{variant} Stage I", f"{variant} Stage I + II")
+        drafters[pairs[variant][0]] = trained.diffusion_drafter("stage1")
+        drafters[pairs[variant][1]] = trained.diffusion_drafter(stage2_name(trained.config.alpha))
+    return drafters, pairs
+
+
+def every_variant_trained(variants: dict) -> bool:
+    """Whether every variant's history holds every model its pipeline saves."""
+    return all(every_stage_trained(t.history, drafter_names(t.config)) for t in variants.values())

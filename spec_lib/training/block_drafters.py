@@ -29,7 +29,7 @@ DEDIT_PRESETS: dict[str, DEditConfig] = {
     "smoke": DEditConfig(target_preset="smoke", num_layers=1, n_features=2, width=8, gamma=3.0, teacher_prompts=32,
                          heldout_prompts=8, prompt_len=24, answer_len=16, n_anchors=4, batch_size=8, steps=40,
                          lr=3e-3, warmup=5, eval_every=20, variants=tuple(VARIANTS), max_files=20,
-                         expansions=(("dflash", 12), ("dedit", 12)), expansion_steps=10),
+                         expansions=(("dflash", 12), ("dedit", 12)), expansion_steps=40),
     "cpu": DEditConfig(),
 }
 

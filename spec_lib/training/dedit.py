@@ -8,8 +8,8 @@ same backbone, data and steps; the objectives are in :mod:`spec_lib.training.blo
 
 1. the target is the self-speculative model of :mod:`spec_lib.training.self_speculative` in
    AR mode, frozen (the target DEER uses);
-2. :func:`teacher_set`: corpus windows continued greedily by the target (the DEER pipeline's
-   teacher construction at this config's sizes), cached under ``artifacts/teacher/<key>``;
+2. :func:`teacher_set`: corpus windows continued greedily by the target
+   (:func:`spec_lib.training.teacher_sets.teacher_set`, shared with DEER where the sizes agree);
 3. one :class:`~spec_lib.drafters.feature_block.FeatureBlockDrafter` per entry of
    ``config.variants`` (:data:`VARIANTS`), each from the same initial weights, batches and
    steps; features come from the frozen target per batch;
@@ -35,12 +35,11 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter
 from ..io import atomic_directory
-from . import block_edit, data
+from . import block_edit, teacher_sets
 from .cache import artifacts_dir, cache_key
 from .loop import fit
 from .presets import PRESETS
-from .self_speculative import checkpoint_key, load_or_train, windows
-from .teacher import greedy_continuations
+from .self_speculative import checkpoint_key, load_or_train
 
 PIPELINE = "spec_lib.training.dedit"
 
@@ -120,31 +119,10 @@ def load_target(preset: str, progress: bool = True):
 
 
 def teacher_set(config: DEditConfig, target, progress: bool = True) -> dict[str, torch.Tensor]:
-    """Train / held-out prompts and the target's greedy answers, cached by target and sizes."""
-    parts = {k: getattr(config, k) for k in ("target_preset", "teacher_prompts", "heldout_prompts", "prompt_len",
-                                              "answer_len", "seed", "max_files")}
-    path = artifacts_dir() / "teacher" / cache_key("spec_lib.training.teacher", **parts,
-                                                   target=checkpoint_key(*PRESETS[config.target_preset]))
-    if (path / "teacher.pt").exists():
-        return torch.load(path / "teacher.pt")
-    model_config, target_config = PRESETS[config.target_preset]
-    docs = data.training_documents(target_config.math_share, target_config.copy_share, target_config.seed,
-                                   max_files=config.max_files or target_config.max_files)
-    heldout_docs = [data.read_source(p) for p in data.stdlib_files("heldout")[: config.max_files]]
-    stream = data.token_stream(docs, target.tokenizer)
-    heldout = data.token_stream(heldout_docs, target.tokenizer)
-    gen = torch.Generator().manual_seed(config.seed)
-    started = time.perf_counter()
-    out = {"prompts": windows(stream, config.prompt_len, config.teacher_prompts, gen),
-           "heldout_prompts": windows(heldout, config.prompt_len, config.heldout_prompts, gen)}
-    out["answers"] = greedy_continuations(target.hf_model, out["prompts"], config.answer_len, batch=64,
-                                          progress=progress)
-    out["heldout_answers"] = greedy_continuations(target.hf_model, out["heldout_prompts"], config.answer_len,
-                                                  batch=64, progress=progress)
-    out["seconds"] = torch.tensor(time.perf_counter() - started)
-    with atomic_directory(path) as tmp:
-        torch.save(out, tmp / "teacher.pt")
-    return out
+    """Train / held-out prompts and the target's greedy answers
+    (:func:`spec_lib.training.teacher_sets.teacher_set`, cached by target and sizes)."""
+    stream, heldout = teacher_sets.corpus_streams(config.target_preset, target.tokenizer, config.max_files)
+    return teacher_sets.teacher_set(config, target.hf_model, target.tokenizer, stream, heldout, progress)
 
 
 def replace_block_size(config, width: int):
@@ -184,16 +162,24 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
     initial = build_feature_block_drafter(hf_model.config, num_layers=config.num_layers, n_features=config.n_features,
                                           block_size=config.width, mask_token_id=mask_id, seed=config.seed)
     layer_ids = list(initial.config.target_layer_ids)
-    networks, history = {}, []
+    networks, history, eval_sets = {}, [], {}
+
+    def held_out(width: int) -> list:
+        """The held-out anchor batches at ``width`` (target features included), built once."""
+        if width not in eval_sets:
+            eval_gen = torch.Generator().manual_seed(config.seed + 1)
+            eval_sets[width] = [anchor_batch(config, hf_model, layer_ids,
+                                             teacher["heldout_prompts"][i: i + config.batch_size],
+                                             teacher["heldout_answers"][i: i + config.batch_size], mask_id, eval_gen,
+                                             width)
+                                for i in range(0, config.heldout_prompts, config.batch_size)]
+        return eval_sets[width]
 
     def train(name: str, network, width: int, steps: int, label: str) -> None:
         """``steps`` of variant ``name``'s loss at block size ``width`` (the same batches for every
         network trained at that width)."""
         gen = torch.Generator().manual_seed(config.seed)
-        eval_gen = torch.Generator().manual_seed(config.seed + 1)
-        eval_batches = [anchor_batch(config, hf_model, layer_ids, teacher["heldout_prompts"][i: i + config.batch_size],
-                                     teacher["heldout_answers"][i: i + config.batch_size], mask_id, eval_gen, width)
-                        for i in range(0, config.heldout_prompts, config.batch_size)]
+        eval_batches = held_out(width)
         weights = block_edit.position_weights(width, config.gamma if width == config.width
                                               else block_edit.gamma_for(width))
         options = VARIANTS[name]
@@ -221,7 +207,7 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
     for name, width in config.expansions:                       # window expansion from the W-trained weights
         network = FeatureBlockDrafter(replace_block_size(initial.config, width))
         network.load_state_dict(networks[name].state_dict())
-        train(name, network.train(), width, config.expansion_steps, f"{name}_w{width}")
+        train(name, network, width, config.expansion_steps, f"{name}_w{width}")
     record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": float(teacher["seconds"]),
               "teacher_rows": int(teacher["prompts"].shape[0]), "teacher_tokens": int(teacher["answers"].numel()),
               "drafter_parameters": int(sum(p.numel() for p in initial.parameters())),

@@ -6,11 +6,11 @@ Reference: seed 001, Sec. 3.4 "Stage I" / "Stage II" and their training configur
 
 :func:`train_deer` (one :class:`D2AConfig`) runs the stages in order:
 
-1. :func:`spec_lib.training.deer_teacher.target_and_corpus`: the AR target is the self-speculative model of
+1. :func:`teacher_data`: the AR target is the self-speculative model of
    :mod:`spec_lib.training.self_speculative` used in AR mode only, frozen (the best AR model
    this project trains; no second training run);
-2. :func:`spec_lib.training.deer_teacher.teacher_data`: corpus windows continued greedily by
-   the target (:func:`spec_lib.training.teacher.greedy_continuations`), cached;
+2. :func:`teacher_data` also draws corpus windows continued greedily by the target
+   (:func:`spec_lib.training.teacher_sets.teacher_set`, cached and shared by presets of the same sizes);
 3. :func:`train_diffusion_drafter`: a smaller Qwen3 run bidirectionally, pre-trained with
    the masked-diffusion objective on the corpus ("the pre-trained dLLM"), then Stage I on
    the teacher data, then Stage II once per ``alphas`` entry (the alpha sensitivity run);
@@ -38,10 +38,10 @@ from ..architectures import build_qwen3
 from ..io import atomic_directory
 from . import d2a, next_token
 from .cache import artifacts_dir, cache_key
-from .deer_teacher import TEACHER_FIELDS, Teacher, teacher_data  # noqa: F401  (TEACHER_FIELDS: re-exported)
+from .teacher_sets import corpus_streams, teacher_set
 from .loop import fit
 from .presets import PRESETS
-from .self_speculative import checkpoint_key, windows
+from .self_speculative import checkpoint_key, load_or_train, windows
 
 PIPELINE = "spec_lib.training.deer"
 
@@ -145,6 +145,35 @@ def _build(config: D2AConfig, vocab_size: int, tokenizer, seed: int):
     for name in ("mask", "sep", "pad", "eos"):
         setattr(model.config, f"{name}_token_id", getattr(tokenizer, f"{name}_token_id"))
     return model
+
+
+@dataclass
+class Teacher:
+    """The frozen target, its tokenizer, corpus streams and the teacher answers."""
+
+    target: object
+    tokenizer: object
+    stream: object
+    heldout: object
+    prompts: torch.Tensor
+    answers: torch.Tensor
+    heldout_prompts: torch.Tensor
+    heldout_answers: torch.Tensor
+    seconds: float
+
+
+def teacher_data(config: D2AConfig, progress: bool) -> Teacher:
+    """The frozen target (trained on first use), the corpus streams and the teacher set."""
+    if config.target_preset not in PRESETS:
+        raise ValueError(f"target_preset must be one of {list(PRESETS)}, got {config.target_preset!r}")
+    target = load_or_train(*PRESETS[config.target_preset], progress=progress)
+    target_hf, tokenizer = target.hf_model.eval(), target.tokenizer
+    for p in target_hf.parameters():
+        p.requires_grad_(False)
+    stream, heldout = corpus_streams(config.target_preset, tokenizer, config.max_files)
+    out = teacher_set(config, target_hf, tokenizer, stream, heldout, progress)
+    return Teacher(target_hf, tokenizer, stream, heldout, out["prompts"], out["answers"], out["heldout_prompts"],
+                   out["heldout_answers"], float(out["seconds"]))
 
 
 def train_diffusion_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, eval_gen: torch.Generator,
