@@ -179,9 +179,12 @@ def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
-    for r in metrics("11_packed_ss_greedy")["cost_model_check"]:
-        band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
-        assert abs(r["relative_error"]) <= band, (r["slice"], r["tau_delta_from"], r["relative_error"])
+    for nb in ("11_packed_ss_greedy", "12_packed_ss_sampling"):
+        for r in metrics(nb)["cost_model_check"]:
+            band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
+            assert abs(r["relative_error"]) <= band, (nb, r["slice"], r["tau_delta_from"], r["relative_error"])
+            if r["tau_delta_from"] == "independent":            # README: always on the low side
+                assert r["predicted_throughput_ratio"] < r["observed_throughput_ratio"], (nb, r["slice"])
 
 
 def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
@@ -231,21 +234,24 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
     assert_fits(correct, controls)
 
 
-def test_13_packed_beats_linear_at_the_best_block_sizes_and_the_cost_model_agrees():
+def test_13_at_their_best_block_sizes_the_schedules_tie_and_the_cost_model_agrees():
+    """Best throughputs within 3% of each other (measured: 0.5%); Packed vs Linear at the same
+    B = 8 is not resolved (both CIs contain 1); the independent calibration predicts within 5%."""
     m = metrics("13_block_size_probe")
     best = m["best_throughput"]
-    assert best["packed"] >= 1.1 * best["linear"], best
+    assert max(best.values()) <= 1.03 * min(best.values()), best
     for r in m["packed_vs_linear_at_best"]:
-        assert r["throughput_ratio_low"] > 1.0, r
+        assert r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"], r
+        assert r["tokens_per_nfe_ratio_low"] > 1.05, r
     independent = [r for r in m["cost_model_at_best"] if r["tau_delta_from"] == "independent"]
     assert independent and all(abs(r["relative_error"]) <= 0.05 for r in independent)
 
 
-def test_13_no_schedule_is_much_faster_than_ar_on_this_cpu():
-    """The honest negative: at their best block sizes the schedules stay within [0.6, 1.3] of AR
-    (the issue's target of >= 1.3x is not met by this model)."""
+def test_13_every_schedule_beats_ar_at_its_best_block_size():
+    """All three schedules, at their best B, are faster than AR on both slices (CI above 1;
+    measured 1.35-1.55x)."""
     for r in metrics("13_block_size_probe")["speedups_at_best"]:
-        assert 0.6 <= r["throughput_ratio"] <= 1.3, r
+        assert r["throughput_ratio_low"] > 1.0 and 1.2 <= r["throughput_ratio"] <= 1.8, r
 
 
 def test_21_deer_is_lossless_and_the_ar_drafter_beats_it_at_this_scale():
