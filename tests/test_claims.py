@@ -219,11 +219,18 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
 
 
 def test_20_alignment_lifts_the_drafter_above_masked_diffusion_pretraining():
-    for r in metrics("20_deer_alignment")["stage2_ablation"]:
-        assert r["Stage I"] >= r["pre-trained dLLM"] + 0.5, r
-        assert r["Stage I + II"] >= r["Stage I"] - 0.1, r       # Stage II does not hurt (tolerance 0.1)
-    sens = {r["alpha"]: r for r in metrics("20_deer_alignment")["alpha_sensitivity"]}
-    assert sens[1.05]["late_train_loss_std"] > sens[1.01]["late_train_loss_std"]
+    """Both D2A variants lift tau far above the masked-diffusion drafter; Stage II never costs
+    more than 0.1; the objectives as written stay below the cpu-scale ones on every slice; a
+    larger alpha makes Stage II's weighted loss noisier in both variants (README, `20`)."""
+    m = metrics("20_deer_alignment")
+    for r in m["stage2_ablation"]:
+        for variant in ("cpu-scale", "faithful"):
+            assert r[f"{variant} Stage I"] >= max(r["pre-trained dLLM"] + 0.1, 3 * r["pre-trained dLLM"]), (variant, r)
+            assert r[f"{variant} Stage I + II"] >= r[f"{variant} Stage I"] - 0.1, (variant, r)
+        assert r["faithful Stage I + II"] < 0.6 * r["cpu-scale Stage I + II"], r
+    for variant in ("cpu-scale", "faithful"):
+        sens = {r["alpha"]: r for r in m["alpha_sensitivity"] if r["variant"] == variant}
+        assert sens[1.05]["late_train_loss_std"] > sens[1.01]["late_train_loss_std"], variant
 
 
 def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
