@@ -268,6 +268,9 @@ def test_21_deer_is_lossless_and_the_ar_drafter_beats_it_at_this_scale():
     assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.0
     assert m["ar_draft_speedup_code_t0"] > 1.0 > m["deer_speedup_code_t0"]
     assert not any(m["deer_tau_above_ar_drafter_k_ge_8"].values())
+    sampled = [r for r in m["main"] if r["temperature"] > 0 and r["method"] != "ar"]
+    assert sampled and all(r["speedup_high"] < 1.0 for r in sampled)         # README: at T = 0.6 both lose to AR
+    assert all(r["resurgence"] for r in m["resurgence"])
 
 
 # ----- DEdit (seed 002) ------------------------------------------------------------------------------
