@@ -18,11 +18,13 @@ from spec_lib.notebook.results import check_published, code_version, results_dir
 from spec_lib.training.block_drafters import drafter_key
 from spec_lib.training.checkpoints import model_key
 from spec_lib.training.deer import D2A_PRESETS, deer_cache_key
+from spec_lib.training.proposal_lora import lora_key
 
 PROFILE = "cpu"
 NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb"))
 MODEL_NOTEBOOKS = ("10_train_self_speculative_model", "11_packed_ss_greedy", "12_packed_ss_sampling",
-                   "13_block_size_probe", "14_timing_decomposition", "20_deer_alignment", "21_deer_decoding")
+                   "13_block_size_probe", "14_timing_decomposition", "16_partial_branch", "17_proposal_lora",
+                   "20_deer_alignment", "21_deer_decoding")
 DEER_NOTEBOOKS = ("20_deer_alignment", "21_deer_decoding")
 DEDIT_NOTEBOOKS = ("30_dedit_training", "31_dedit_decoding", "32_dedit_analysis")
 
@@ -216,6 +218,76 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
     assert all(r["non_model_share_of_wall"] <= 0.08 for r in table.values())
     assert table["packed B=32"]["non_model_vs_baseline"] <= 1.5
+
+
+def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
+    """README, `16`: rows 2B + |S|B; 0 pathwise violations over >= 2,000 (instance, policy)
+    pairs; a counterexample without the assumption; sampling fits, the control is rejected;
+    576 greedy outputs identical to AR."""
+    m = metrics("16_partial_branch")
+    assert all(r["rows"] == r["formula"] for r in m["rows"])
+    assert sum(r["instances"] for r in m["pathwise"]) >= 2000 and all(r["violations"] == 0 for r in m["pathwise"])
+    assert sum(r["instances_better"] for r in m["pathwise"]) > 1000
+    found = m["counterexample"]
+    assert found["nfe_partial"] > found["nfe_packed"] and not found["satisfies_assumption"]
+    assert_fits([r for r in m["sampling"] if r["role"] == "correct"], [r for r in m["sampling"] if r["role"] != "correct"])
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] >= 500
+
+
+def test_16_speed_full_branch_keeps_up_more_branches_cost_more_and_the_cost_model_holds():
+    """README, `16`: `full` at B = 8 is within noise of Packed-SS on every slice (CI contains 1),
+    Quadratic-SS is slower at both B (CI below 1), the own-calls cost model predicts every
+    speculative method's model time per call within 5%, and the regime map puts Packed-SS B = 8
+    first on this machine and `full` B = 8 first at the A100's tau/delta."""
+    m = metrics("16_partial_branch")
+    vs = {(r["slice"], r["method"]): r for r in m["vs_packed"]}
+    for name in ("code", "stdlib", "math"):
+        full = vs[(name, "partial full B=8")]
+        assert full["throughput_ratio_low"] < 1.0 < full["throughput_ratio_high"], (name, full)
+        for b in (8, 16):
+            assert vs[(name, f"quadratic B={b}")]["throughput_ratio_high"] < 1.0, (name, b)
+        assert vs[(name, "partial likely:4 B=8")]["tokens_per_nfe_ratio_low"] > 1.0, name
+    for r in m["calls"]:
+        if r["schedule"] != "ar":
+            assert abs(r["measured / predicted (own calls)"] - 1.0) <= 0.05, r["method"]
+    assert m["winners"]["this machine (own calls)"] == "packed B=8"
+    assert m["winners"]["A100 (App. F.2)"] == "partial full B=8"
+
+
+def test_17_lora_results_come_from_the_current_adapter():
+    assert metrics("17_proposal_lora")["lora_key"] == lora_key("cpu")
+
+
+def test_17_the_adapter_makes_an_ar_model_a_drafter_and_the_verifier_stays_exact():
+    """README, `17`: adapter trained in <= 10 min; verifier bitwise; every greedy output equals
+    the AR output; offset-1 accuracy from ~0 to >= 0.7 on code and stdlib (measured 1.00, 0.75;
+    math 0.22), still below the dual-mode model's beyond offset 1."""
+    m = metrics("17_proposal_lora")
+    assert m["training"]["adapter_minutes"] <= 10.0 and m["bitwise"] == {"paper": True, "lean": True}
+    assert all(r["ok"] and r["identical"] == r["responses"] >= 100 for r in m["identity"])
+    first = {(r["model"], r["slice"]): r["accuracy"] for r in m["drafter_accuracy"] if r["offset"] == 1}
+    second = {(r["model"], r["slice"]): r["accuracy"] for r in m["drafter_accuracy"] if r["offset"] == 2}
+    for name in ("code", "stdlib"):
+        assert first[("AR base + LoRA", name)] >= 0.7 and first[("AR base, no adapter", name)] <= 0.15, name
+    for name in ("code", "stdlib", "math"):
+        assert second[("AR base + LoRA", name)] < second[("dual-mode (10)", name)], name
+
+
+def test_17_tables_4_and_5():
+    """README, `17`: with the adapter Packed-SS beats Linear-SS (throughput CI above 1; measured
+    1.26), the dual-mode model's ratio is not resolved (CI contains 1); Table 5's rows follow App.
+    F.2's accounting; the lean variant saves nothing measurable here (CI of lean / paper contains 1)."""
+    m = metrics("17_proposal_lora")
+    ratios = {r["lm"]: r for r in m["packed_vs_linear"]}
+    for lm in ("LoRA paper", "LoRA lean"):
+        assert ratios[lm]["throughput_ratio_low"] > 1.1 and ratios[lm]["wall_diff_high"] < 0, ratios[lm]
+    assert ratios["dual-mode"]["throughput_ratio_low"] < 1.0 < ratios["dual-mode"]["throughput_ratio_high"]
+    table5 = {(r["lm"], r["schedule"]): r for r in m["table5"]}
+    assert (table5[("LoRA paper", "packed")]["evaluated"], table5[("LoRA paper", "packed")]["selected"]) == (64, 32)
+    assert (table5[("LoRA lean", "packed")]["evaluated"], table5[("LoRA lean", "packed")]["selected"]) == (32, 32)
+    assert (table5[("LoRA paper", "quadratic")]["evaluated"], table5[("LoRA paper", "quadratic")]["selected"]) == (72, 64)
+    packed = next(r for r in m["lean_vs_paper"] if r["schedule"] == "packed")
+    assert packed["ratio_low"] <= 1.0 <= packed["ratio_high"] and abs(packed["ratio"] - 1.0) < 0.08, packed
 
 
 def test_20_alignment_lifts_the_drafter_above_masked_diffusion_pretraining():
