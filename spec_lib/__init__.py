@@ -11,10 +11,12 @@ checks the imports):
   * :mod:`~spec_lib.studies`: the experiments and proof checks behind the notebooks;
   * :mod:`~spec_lib.notebook`: parameters, results, figures and the runner.
 
-Public entry points: :func:`decode` and :class:`DecodeResult`; ``SCHEDULES``.
+Public entry points: :func:`decode` (left-to-right schedules, stop sequences, and any-order
+verification with ``order=``, :mod:`spec_lib.decoding`) and :class:`DecodeResult`; ``SCHEDULES``.
 """
 
-from .schedules import SCHEDULES, DecodeResult, decode
+from .decoding import decode
+from .schedules import SCHEDULES, DecodeResult
 
 __all__ = ["decode", "DecodeResult", "SCHEDULES"]
 __version__ = "0.2.0"

@@ -11,6 +11,7 @@ import torch
 
 import spec_lib
 from spec_lib import masks
+from spec_lib.masks.anyorder import AnyOrderCall
 from spec_lib.architectures import build_qwen3
 from spec_lib.attention import FlexDualModeLM, flex_block_mask
 from spec_lib.models import DualModeLM
@@ -35,7 +36,7 @@ def _same(a, b):
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", masks.call_kinds())
+@pytest.mark.parametrize("kind", [k for k in masks.call_kinds() if not isinstance(masks.call_kind(k), AnyOrderCall)])
 def test_flex_and_sdpa_agree_on_every_layout(models, kind):
     prefix, draft = torch.tensor([1, 5, 7, 2, 9, 4], device=DEVICE), torch.tensor([11, 12, 13], device=DEVICE)
     outputs = []

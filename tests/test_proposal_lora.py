@@ -65,6 +65,40 @@ def test_verifier_rows_are_bitwise_the_base_models(lora_models, trained_hf_model
             torch.testing.assert_close(paper.draft_logits, lean.draft_logits, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("rows", [[5, 6, 7], [1, 4, 6], [], [0, 1, 2, 3, 4, 5, 6, 7]])
+def test_lean_matches_paper_for_any_row_set(trained_hf_model, rows):
+    """The lean hook (in place on a contiguous slice; gather + index_add otherwise) gives the
+    paper variant's logits; rows before the first chosen row are untouched."""
+    peft_model = peft_copy(trained_hf_model)
+    adapter = ProposalAdapter(peft_model, "paper")
+    ids = torch.arange(1, 9)[None]
+    proposal = torch.zeros(8, dtype=torch.bool)
+    proposal[rows] = True
+    with torch.no_grad():
+        base = peft_model.get_base_model()(input_ids=ids).logits
+        with adapter.applied_to(proposal):
+            paper = peft_model.get_base_model()(input_ids=ids).logits
+        adapter.mode = "lean"
+        with adapter.applied_to(proposal):
+            lean = peft_model.get_base_model()(input_ids=ids).logits
+    torch.testing.assert_close(lean, paper, rtol=1e-9, atol=1e-9)
+    first = rows[0] if rows else 8                                       # (later rows attend to changed ones)
+    assert torch.equal(lean[0, :first], base[0, :first])
+    if rows:                                                             # the update reached the rows
+        assert not torch.equal(lean[0, first], base[0, first])
+
+
+def test_a_dora_adapter_is_refused(trained_hf_model):
+    from peft import LoraConfig, get_peft_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dora = get_peft_model(copy.deepcopy(trained_hf_model).to(torch.float64),
+                              LoraConfig(r=2, target_modules=["o_proj"], use_dora=True))
+    with pytest.raises(ValueError, match="DoRA"):
+        ProposalAdapter(dora, "lean")
+
+
 def test_negative_control_an_ungated_adapter_changes_the_verifier(trained_hf_model):
     """peft's own forward (the update on every row) would change p_target: the gate is what
     keeps the verifier exact, and the bitwise test above can fail."""
