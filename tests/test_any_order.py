@@ -217,7 +217,7 @@ def test_any_order_stop_sequence_split_across_two_iterations(schedule):
     assert stopped.nfe < free.nfe and len(stopped.accepted) >= 3
 
 
-@pytest.mark.parametrize("schedule", ["packed", "quadratic"])
+@pytest.mark.parametrize("schedule", SPECULATIVE)
 def test_a_partially_accepted_marker_does_not_stop(schedule):
     """The drafts hold ``script[k], guess[k+1]`` (a marker) but the verifier rejects guess[k+1]:
     the marker is never accepted, so decoding runs to the length limit."""
@@ -316,3 +316,30 @@ def test_native_commits_the_most_confident_and_all_above_threshold():
     assert all(a == 1 for a in strict.accepted)                      # threshold 1: only the most confident
     assert max(loose.accepted) > 1 and loose.nfe < strict.nfe
     assert len(loose.tokens) == len(strict.tokens) == 30
+
+
+def test_concurrent_decodes_share_one_model(float64_model):
+    """Decode state is per thread: two threads decoding different prompts with one model get what
+    each gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompts = [torch.tensor([1, 2, 3]), torch.tensor([4, 5])]
+    alone = [decode_any_order(float64_model, p, schedule="packed", width=4, max_new_tokens=16,
+                              order="confidence").tokens for p in prompts]
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda p: decode_any_order(float64_model, p, schedule="packed", width=4,
+                                                            max_new_tokens=16, order="confidence").tokens,
+                                 prompts * 3))
+    assert together == alone * 3
+
+
+def test_ltr_stop_sequences_when_sampling():
+    """Sampling with a stop sequence: the output ends at the marker's first occurrence, and it is
+    the output of the same seeded run without the marker, cut there."""
+    chain = MarkovLM(5, order=1, seed=2, draft_noise=0.3)
+    free = spec_lib.decode(chain, [1, 2], schedule="packed", width=4, max_new_tokens=60, temperature=1.0, seed=3)
+    marker = free.tokens[20:22]
+    first = next(i for i in range(len(free.tokens) - 1) if free.tokens[i: i + 2] == marker)
+    stopped = spec_lib.decode(chain, [1, 2], schedule="packed", width=4, max_new_tokens=60, temperature=1.0, seed=3,
+                              stop_sequences=[marker])
+    assert stopped.tokens == free.tokens[: first + 2]

@@ -51,10 +51,12 @@ def test_batch_and_loss():
     config = preset("smoke", "smax16")
     gen = torch.Generator().manual_seed(0)
     windows = torch.randint(4, 200, (3, 16), generator=gen)
-    ids, positions, mask, targets = make_batch(windows, config, mask_token_id=0, generator=gen)
+    ids, positions, mask, targets = make_batch(windows, torch.tensor([3, 5, 1]), config, mask_token_id=0,
+                                               generator=gen)
     assert ids.shape == (3, 48) and positions.shape == (3, 48) and mask.shape == (3, 1, 48, 48)
     assert (ids[:, 16:] == 0).all() and torch.equal(ids[:, :16], windows)
     assert (targets[:, :16] == -100).all()                            # token rows carry no loss
+    assert (targets[0, 16:19] == -100).all() and (targets[0, 19:32] == windows[0, 3:]).all()   # the prompt is given
     model = build_qwen3(256, hidden_size=32, num_layers=1, num_heads=2)
     loss, parts = any_order_loss(model, (ids, positions, mask, targets), 0)
     assert torch.isfinite(loss) and set(parts) == {"verify_ce", "draft_ce"}
@@ -63,8 +65,8 @@ def test_batch_and_loss():
 def test_order_starts_with_the_prompt_and_chunks_cover_the_response():
     gen = torch.Generator().manual_seed(1)
     config = AnyOrderConfig(max_chunk=3)
-    for _ in range(20):
-        rank, prompt = sample_order(32, config, gen)
+    for prompt in range(1, 21):
+        rank = sample_order(32, prompt, config, gen)
         assert rank[:prompt].tolist() == list(range(prompt))
         starts = chunk_starts(rank, prompt, 3, gen)
         response = starts[rank >= prompt]
@@ -101,6 +103,29 @@ def test_paired_accuracy_and_labels():
     assert labels["identical_labels"].item() and labels["prompts_with_different_outputs"].item() == 0
     runs.loc[(runs["prompt"] == 3) & (runs["method"] == "linear/ltr"), "correct"] = True
     assert not ao.ltr_labels(runs)["identical_labels"].item()
+
+
+def test_problems_keep_the_templates_with_small_operands():
+    """The operand stand-in changes only the operands: with operand_max = 9 every number in a question
+    is at most 9 * 9 (kind 3 shares a product), and with None the math slice's problems come back."""
+    import re
+
+    from spec_lib.training.any_order import problems
+
+    small = problems(200, 0, 9)
+    assert all(int(x) <= 81 for p in small for x in re.findall(r"\d+", p.question))
+    assert max(int(x) for p in small for x in re.findall(r"\d+", p.question)) > 9     # products appear
+    assert [p.text() for p in problems(5, 7, None)] == [p.text() for p in data.math_problems(5, seed=7)]
+
+
+def test_windows_start_at_problems_with_their_prompts():
+    from spec_lib.training.any_order import corpus
+
+    tokenizer, train, _ = corpus(AnyOrderConfig(train_problems=64))
+    ids, prompts = train.windows(48, 8, torch.Generator().manual_seed(0))
+    for row, prompt in zip(ids, prompts.tolist()):
+        text = tokenizer.decode(row.tolist())
+        assert text.startswith("Question:") and tokenizer.decode(row[:prompt].tolist()).endswith("Answer:")
 
 
 def test_stop_marker_is_several_tokens():

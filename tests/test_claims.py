@@ -15,6 +15,7 @@ import pytest
 
 from spec_lib.notebook.params import NOTEBOOKS_DIR
 from spec_lib.notebook.results import check_published, code_version, results_dir
+from spec_lib.training.any_order import checkpoint_key as any_order_key
 from spec_lib.training.block_drafters import drafter_key
 from spec_lib.training.checkpoints import model_key
 from spec_lib.training.deer import D2A_PRESETS, deer_cache_key
@@ -84,6 +85,12 @@ def test_deer_results_come_from_the_current_drafters(stem):
 def test_dedit_results_come_from_the_current_drafters_and_target(stem):
     assert metrics(stem)["drafter_key"] == drafter_key("cpu")
     assert metrics(stem)["checkpoint_key"] == model_key("cpu")
+
+
+def test_any_order_results_come_from_the_current_checkpoints():
+    assert metrics("04_any_order_correctness")["checkpoint_key"] == any_order_key("cpu", "smax16")
+    assert metrics("15_any_order_setdlm")["checkpoint_keys"] == {name: any_order_key("cpu", name)
+                                                                 for name in ("smax16", "smax32")}
 
 
 def assert_fits(correct: list[dict], controls: list[dict]) -> None:
@@ -275,8 +282,9 @@ def test_17_the_adapter_makes_an_ar_model_a_drafter_and_the_verifier_stays_exact
 
 def test_17_tables_4_and_5():
     """README, `17`: with the adapter Packed-SS beats Linear-SS (throughput CI above 1; measured
-    1.26), the dual-mode model's ratio is not resolved (CI contains 1); Table 5's rows follow App.
-    F.2's accounting; the lean variant saves nothing measurable here (CI of lean / paper contains 1)."""
+    1.28), the dual-mode model's ratio is not resolved (CI contains 1); Table 5's rows follow App.
+    F.2's accounting; the lean variant's model time per packed call is at most the paper variant's
+    (measured 0.976 [0.936, 1.019]: point estimate <= 1, the interval's upper end within 5%)."""
     m = metrics("17_proposal_lora")
     ratios = {r["lm"]: r for r in m["packed_vs_linear"]}
     for lm in ("LoRA paper", "LoRA lean"):
@@ -287,7 +295,7 @@ def test_17_tables_4_and_5():
     assert (table5[("LoRA lean", "packed")]["evaluated"], table5[("LoRA lean", "packed")]["selected"]) == (32, 32)
     assert (table5[("LoRA paper", "quadratic")]["evaluated"], table5[("LoRA paper", "quadratic")]["selected"]) == (72, 64)
     packed = next(r for r in m["lean_vs_paper"] if r["schedule"] == "packed")
-    assert packed["ratio_low"] <= 1.0 <= packed["ratio_high"] and abs(packed["ratio"] - 1.0) < 0.08, packed
+    assert packed["ratio"] <= 1.0 and packed["ratio_high"] < 1.05, packed
 
 
 def test_20_alignment_lifts_the_drafter_above_masked_diffusion_pretraining():
@@ -411,3 +419,38 @@ def test_32_trained_editing_helps_untrained_editing_hurts_and_future_context_mat
     by_slice = {(r["slice"], r["pass"]): r["delta"] for r in metrics("32_dedit_analysis")["visibility"]}
     assert all(by_slice[(s, "P2")] > 0.05 for s in ("code", "stdlib", "math"))
     assert abs(by_slice[("copy", "P2")]) < 0.05
+
+
+def test_04_any_order_schedules_equal_the_serial_reference_and_controls_are_caught():
+    """README, `04`: 720 runs, every output and draft equal to Proposition C.1's reference; cache
+    rebuilds exercised; both wrong masks caught in every run (200 of 200); LTR = serial greedy."""
+    m = metrics("04_any_order_correctness")
+    assert m["runs_checked"] >= 700
+    for table in ("toy", "trained"):
+        assert all(r["outputs_equal"] == r["drafts_equal"] == r["runs"] for r in m[table])
+    assert sum(r["cache_rebuilds"] for r in m["toy"]) > 0
+    assert all(r["caught"] == r["runs"] for r in m["controls_caught"]) and sum(r["runs"] for r in m["controls_caught"]) >= 200
+    assert all(r["linear_equal"] and r["packed_equal"] and r["quadratic_equal"] for r in m["ltr_identity"])
+
+
+def test_15_any_order_speed_and_accuracy_on_the_math_slice():
+    """README, `15`: both checkpoints trained in <= 20 min; LTR outputs identical (so labels);
+    Packed-SS beats Quadratic-SS in both orders (CI above 1.15) but not Linear-SS (no CI above 1),
+    with 1.1-1.2x its tokens/NFE; accuracy differences of confidence order and native are not
+    resolved (every CI contains 0, within +-25 points); rows per call within Table 2's maxima."""
+    m = metrics("15_any_order_setdlm")
+    assert sum(r["minutes"] for r in m["training"]) <= 20.0
+    assert all(r["identical_labels"] and r["prompts_with_different_outputs"] == 0 for r in m["ltr_labels"])
+    accuracy = {(r["slice"], r["method"]): r["accuracy"] for r in m["absolute"]}
+    assert accuracy[("smax16 (W=8)", "packed/ltr")] >= 0.1 and accuracy[("smax32 (W=16)", "packed/ltr")] >= 0.3
+    for r in m["paired"]:
+        if r["baseline"].startswith("quadratic"):
+            assert r["throughput_ratio_low"] > 1.15, r
+        else:
+            assert r["throughput_ratio_low"] < 1.0 and 1.05 < r["tokens_per_nfe_ratio"] < 1.25, r
+    for r in m["paired_accuracy"]:
+        if r["method"] in ("native", "packed/confidence"):
+            assert r["low_pp"] <= 0 <= r["high_pp"] and r["high_pp"] - r["low_pp"] <= 25, r
+        if r["method"].endswith("/ltr"):
+            assert r["diff_pp"] == r["low_pp"] == r["high_pp"] == 0, r
+    assert all(r["max_rows"] <= r["table2_max"] for r in m["rows"])

@@ -118,7 +118,7 @@ def _validate(model, prompt_ids, schedule, width, max_new_tokens, eos_token_id, 
     if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
                                      or not 0 <= eos_token_id < model.vocab_size):
         raise ValueError(f"eos_token_id must be None or an int in [0, {model.vocab_size}), got {eos_token_id!r}")
-    if not (isinstance(threshold, (int, float)) and 0.0 < threshold <= 1.0):
+    if isinstance(threshold, bool) or not (isinstance(threshold, (int, float)) and 0.0 < threshold <= 1.0):
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     return prompt, check_stop_sequences(stop_sequences, max_new_tokens)
 
@@ -139,11 +139,13 @@ class _AnyOrderRun:
         self.nfe, self.rows, self.accepted, self.model_seconds = 0, [], [], 0.0
         self.rebuilds = 0
         self.call_seconds: list[float] = []
+        self.call_kinds: list[str] = []                                # "prefill" or a layout kind
         self.trace = [] if trace else None
 
-    def counted(self, rows: int, seconds: float) -> None:
+    def counted(self, rows: int, seconds: float, kind: str) -> None:
         self.nfe += 1
         self.rows.append(rows)
+        self.call_kinds.append(kind)
         self.call_seconds.append(seconds)
         self.model_seconds += seconds
 
@@ -182,14 +184,15 @@ class _AnyOrderRun:
                 self.model.reset()
                 pos = torch.tensor(kept, dtype=torch.long)
                 self.counted(self.n + len(kept), self.model.prefill(torch.cat([self.prompt, self.out[pos]]),
-                                                                    torch.cat([torch.arange(self.n), pos + self.n])))
+                                                                    torch.cat([torch.arange(self.n), pos + self.n])),
+                             "prefill")
             self.cached = kept
         return int((positions <= self.end).sum())
 
     def result(self, started: float, schedule: str, order) -> DecodeResult:
         tokens = self.out[: self.end + 1].tolist()
         extras = {"schedule": schedule, "order": order if isinstance(order, str) else "policy",
-                  "cache_rebuilds": self.rebuilds, "call_seconds": self.call_seconds}
+                  "cache_rebuilds": self.rebuilds, "call_seconds": self.call_seconds, "call_kinds": self.call_kinds}
         if self.trace is not None:
             extras["trace"] = self.trace
         return DecodeResult(tokens, self.nfe, self.accepted, self.rows, self.model_seconds,
@@ -242,7 +245,7 @@ def decode_any_order(model, prompt_ids, *, schedule: str, width: int, max_new_to
     run = _AnyOrderRun(model, prompt, width, max_new_tokens, eos_token_id, stops, trace, ablation)
     model.reset()
     if max_new_tokens:
-        run.counted(prompt.numel(), model.prefill(prompt, torch.arange(prompt.numel())))
+        run.counted(prompt.numel(), model.prefill(prompt, torch.arange(prompt.numel())), "prefill")
         step = _native_step if schedule == "native" else _speculative_step
         while (window := run.window()) is not None:
             step(run, schedule, policy, window, threshold)
@@ -260,7 +263,7 @@ def _speculative_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Te
                               order_positions=pi + run.n, draft_ids=pi.new_full((u,), -1), mask_token_id=mask_id,
                               ablation=run.ablation)
         logits, seconds = model.call(lay)
-        run.counted(lay.rows, seconds)
+        run.counted(lay.rows, seconds, lay.kind)
         model.commit(p)
         run.cached += run.new_pos
         run.new_pos, p = [], 0
@@ -274,7 +277,7 @@ def _speculative_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Te
                               new_positions=new_positions, order_positions=pi + run.n, draft_ids=drafts,
                               mask_token_id=mask_id, ablation=run.ablation)
     logits, seconds = model.call(lay)
-    run.counted(lay.rows, seconds)
+    run.counted(lay.rows, seconds, lay.kind)
     verified, top = _predict(logits[:u], mask_id)                # v at every rank (rows M_1..M_u)
     kappa = int((drafts >= 0).long().cumprod(0).sum())
     h = int(((drafts == verified) & (drafts >= 0)).long().cumprod(0).sum())
@@ -314,7 +317,7 @@ def _native_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Tensor,
     lay = build_any_order("ao_native", new_ids=new_ids, new_positions=new_positions, order_positions=window + run.n,
                           draft_ids=window.new_full((window.numel(),), -1), mask_token_id=mask_id)
     logits, seconds = model.call(lay)
-    run.counted(lay.rows, seconds)
+    run.counted(lay.rows, seconds, lay.kind)
     model.commit(new_ids.numel())
     cached, run.new_pos = list(run.new_pos), []
     tokens, probs = _predict(logits, mask_id)

@@ -24,7 +24,6 @@ import torch
 from ..decoding import decode
 from ..masks.anyorder import any_order_rows
 from ..schedules.anyorder import serial_greedy, serial_reference
-from ..training import data
 from .grid import Runner
 
 SPECULATIVE = ("linear", "packed", "quadratic")
@@ -133,12 +132,14 @@ def layout_table(widths=(8, 16)) -> pd.DataFrame:
 
 # ----- the math slice ------------------------------------------------------------------------------------
 
-def math_set(tokenizer, n: int, seed: int = 0) -> tuple[list[list[int]], list[int]]:
-    """Held-out synthetic problems (never in training): prompt ids ``Question: ...\\nAnswer:``
-    and the known final answers."""
-    problems = data.math_problems(n, seed=10_000 + seed)
-    prompts = [tokenizer(p.prompt(), add_special_tokens=False)["input_ids"] for p in problems]
-    return prompts, [p.answer for p in problems]
+def math_set(tokenizer, n: int, seed: int = 0, operand_max: int | None = None) -> tuple[list[list[int]], list[int]]:
+    """Held-out synthetic problems (seeds never used in training; the operand range the model was
+    trained on): prompt ids ``Question: ...\\nAnswer:`` and the known final answers."""
+    from ..training.any_order import problems
+
+    items = problems(n, 10_000 + seed, operand_max)
+    prompts = [tokenizer(p.prompt(), add_special_tokens=False)["input_ids"] for p in items]
+    return prompts, [p.answer for p in items]
 
 
 def stop_marker(tokenizer) -> list[int]:
@@ -288,15 +289,13 @@ def decode_math(trained: dict, checkpoints: dict[str, int], prompts, answers, *,
 
 
 def absolute_table(agg: pd.DataFrame, accuracy: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Tables 8-9's columns: accuracy, per-response tokens / wall / NFE, rates from totals, and
-    the largest evaluated rows of a call after the prompt's."""
-    after_prompt = [max(r[1:], default=0) for r in runs["rows_per_call"]]
-    top = runs.assign(max_rows=after_prompt).groupby(["slice", "method"], sort=False)["max_rows"].max().reset_index()
-    table = agg.merge(accuracy.drop(columns="responses"), on=["slice", "method"]).merge(top, on=["slice", "method"])
+    """Tables 8-9's columns: accuracy, per-response tokens / wall / NFE, rates from totals, and the
+    model's share of wall time."""
+    table = agg.merge(accuracy.drop(columns="responses"), on=["slice", "method"])
     table["tokens_per_response"] = table["tokens"] / table["responses"]
     table["nfe_per_response"] = table["nfe"] / table["responses"]
     return table[["slice", "method", "accuracy", "answered", "tokens_per_response", "wall_per_response",
-                  "nfe_per_response", "throughput", "tokens_per_nfe", "time_per_nfe_ms", "max_rows"]]
+                  "nfe_per_response", "throughput", "tokens_per_nfe", "time_per_nfe_ms", "model_share"]]
 
 
 def packed_pairs(runs: pd.DataFrame, orders, *, n_resamples: int, seed: int = 0) -> pd.DataFrame:
@@ -318,13 +317,32 @@ def packed_fastest(table: pd.DataFrame, orders) -> dict[str, bool]:
     return out
 
 
-def rows_within_table_2(runs: pd.DataFrame) -> bool:
-    """Every call after the prompt evaluates at most Table 2's maximum rows for its schedule
-    (Linear per call 2W; Packed 1 + 3W; Quadratic 1 + 2W + W^2; native 2W at most here)."""
-    limit = {"linear": lambda w: 2 * w, "packed": lambda w: 1 + 3 * w, "quadratic": lambda w: 1 + 2 * w + w * w,
+#: Table 2's largest rows of one decoding call at u = W, p = 1 (Linear: its verify call; native: p <= W)
+CALL_ROWS = {"linear": lambda w: 2 * w, "packed": lambda w: 1 + 3 * w, "quadratic": lambda w: 1 + 2 * w + w * w,
              "native": lambda w: 2 * w}
-    return bool(all(r <= limit[s](w) for s, w, rows in zip(runs["schedule"], runs["width"], runs["rows_per_call"])
-                    for r in rows[1:]))
+
+
+def call_rows(trained: dict, checkpoints: dict[str, int], prompts, *, orders, max_new_tokens: int,
+              threshold: float) -> pd.DataFrame:
+    """Per checkpoint and method, on ``prompts``: the largest rows of a decoding call (prompt and
+    cache-rebuild prefills excluded, they are prompt processing) beside Table 2's maximum, and how
+    many prefills rebuilt a cache."""
+    from ..anyorder_models import AnyOrderLM
+
+    rows = []
+    for name, width in checkpoints.items():
+        model = AnyOrderLM(trained[name].model, trained[name].record["mask_token_id"])
+        tokenizer = trained[name].tokenizer
+        for runner in runners(model, f"{name} (W={width})", width, orders, stop=stop_marker(tokenizer),
+                              threshold=threshold):
+            results = [runner.run(p, max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id)
+                       for p in prompts]
+            calls = [(r, k) for res in results for r, k in zip(res.rows_per_call, res.extras["call_kinds"])]
+            rows.append({"slice": f"{name} (W={width})", "method": runner.name,
+                         "max_rows": max(r for r, k in calls if k != "prefill"),
+                         "table2_max": CALL_ROWS[runner.schedule](width),
+                         "cache_rebuilds": sum(res.extras["cache_rebuilds"] for res in results)})
+    return pd.DataFrame(rows)
 
 
 def load_checkpoints(profile: str, names) -> dict:

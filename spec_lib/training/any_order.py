@@ -1,9 +1,11 @@
 """A tiny any-order (SetDLM-style) model trained here (seed 000, App. C-E; SetDLM's training
 construction), for the any-order schedules of :mod:`spec_lib.schedules.anyorder`.
 
-Each training window of ``seq_len`` tokens (synthetic math problems, concatenated) is cut into
-a prompt (the first c tokens, c uniform in ``[1, seq_len // 2]``) and a response.  One
-generation order per window: the prompt first, then the response in SetDLM's *staggered*
+Each training window of ``seq_len`` tokens starts at a synthetic math problem (the templates of
+:func:`spec_lib.training.data.math_problem`, operands 2..``operand_max``) and runs on into the
+following problems; its prompt is the problem's ``Question: ...\nAnswer:`` (as at evaluation),
+the rest is the response.  One generation order per window: the prompt first, then the
+response in SetDLM's *staggered*
 order (first-hitting times ``T_i = loc_i + b (1 - exp(-E_i / k))`` with ``b = 2S / (L + 2S - 1)``,
 ``area = S / (2L)``, ``k = area / (b - area)``: left to right up to a local shuffle of
 horizon 2S, S the prediction budget), or with probability ``identity_share`` the identity
@@ -53,17 +55,18 @@ class AnyOrderConfig:
     max_chunk: int = 8                  # largest drafting window of the R stream (W)
     identity_share: float = 0.3
     vocab_size: int = 384
-    hidden_size: int = 192
+    hidden_size: int = 160
     num_layers: int = 4
     num_heads: int = 4
     max_positions: int = 512
-    seq_len: int = 128
+    seq_len: int = 96
     batch_size: int = 16
-    steps: int = 1200
+    steps: int = 1000
     lr: float = 3e-3
     warmup: int = 40
     eval_every: int = 200
     train_problems: int = 20_000
+    operand_max: int | None = 9         # operands 2..operand_max (None: the math slice's 2..39)
     init_from: str | None = None        # a preset this one continues from
     seed: int = 0
 
@@ -77,7 +80,7 @@ CONFIGS: dict[str, dict[str, AnyOrderConfig]] = {
                                         num_layers=2, num_heads=2, seq_len=64, batch_size=4, steps=10,
                                         eval_every=10, train_problems=400, init_from="smax16")},
     "cpu": {"smax16": AnyOrderConfig(),
-            "smax32": AnyOrderConfig(prediction_budget=16, max_chunk=16, steps=500, lr=1.5e-3, warmup=20,
+            "smax32": AnyOrderConfig(prediction_budget=16, max_chunk=16, steps=360, lr=1.5e-3, warmup=20,
                                      init_from="smax16")},
 }
 
@@ -106,9 +109,8 @@ def staggered_order(length: int, budget: int, generator: torch.Generator) -> tor
     return torch.sort(hitting, descending=True, stable=True).indices
 
 
-def sample_order(seq_len: int, config: AnyOrderConfig, generator: torch.Generator) -> tuple[torch.Tensor, int]:
-    """(rank of each position, prompt length) for one window."""
-    prompt = int(torch.randint(1, seq_len // 2 + 1, (1,), generator=generator))
+def sample_order(seq_len: int, prompt: int, config: AnyOrderConfig, generator: torch.Generator) -> torch.Tensor:
+    """The rank of each position of a window whose first ``prompt`` tokens are the prompt."""
     response = seq_len - prompt
     if float(torch.rand(1, generator=generator)) < config.identity_share:
         order = torch.arange(response)
@@ -117,7 +119,7 @@ def sample_order(seq_len: int, config: AnyOrderConfig, generator: torch.Generato
     perm = torch.cat([torch.arange(prompt), prompt + order])          # generation order -> position
     rank = torch.empty(seq_len, dtype=torch.long)
     rank[perm] = torch.arange(seq_len)
-    return rank, prompt
+    return rank
 
 
 def chunk_starts(rank: torch.Tensor, prompt: int, max_chunk: int, generator: torch.Generator) -> torch.Tensor:
@@ -146,12 +148,14 @@ def three_stream_visible(rank: torch.Tensor, chunk_start: torch.Tensor) -> torch
                       torch.cat([draft, none, eye], 1)], 0)
 
 
-def make_batch(windows: torch.Tensor, config: AnyOrderConfig, mask_token_id: int, generator: torch.Generator):
-    """Inputs, positions, additive masks and targets of a batch of windows ``(B, n)``."""
+def make_batch(windows: torch.Tensor, prompts: torch.Tensor, config: AnyOrderConfig, mask_token_id: int,
+               generator: torch.Generator):
+    """Inputs, positions, additive masks and targets of a batch of windows ``(B, n)`` whose first
+    ``prompts[b]`` tokens are the prompt."""
     batch, n = windows.shape
     ids, visible, targets = [], [], []
-    for row in windows:
-        rank, prompt = sample_order(n, config, generator)
+    for row, prompt in zip(windows, prompts.tolist()):
+        rank = sample_order(n, prompt, config, generator)
         visible.append(three_stream_visible(rank, chunk_starts(rank, prompt, config.max_chunk, generator)))
         masks = torch.full((n,), mask_token_id)
         ids.append(torch.cat([row, masks, masks]))
@@ -175,13 +179,62 @@ def any_order_loss(model, batch, mask_token_id: int) -> tuple[torch.Tensor, dict
 
 # ----- data, training and the cache -----------------------------------------------------------------------
 
+class _SmallOperands:
+    """A stand-in for the ``np.random.Generator`` that :func:`spec_lib.training.data.math_problem`
+    draws from: its operands (``integers(2, 40, ...)``) come from ``2..operand_max`` instead;
+    every other draw passes through."""
+
+    def __init__(self, rng: np.random.Generator, operand_max: int) -> None:
+        self.rng, self.operand_max = rng, operand_max
+
+    def integers(self, low, high=None, size=None):
+        return self.rng.integers(low, self.operand_max + 1 if high == 40 else high, size)
+
+    def choice(self, *args, **kwargs):
+        return self.rng.choice(*args, **kwargs)
+
+
+def problems(n: int, seed: int, operand_max: int | None) -> list:
+    """``n`` seeded math problems (the math slice's templates; operands 2..``operand_max``)."""
+    rng = np.random.default_rng(seed)
+    source = rng if operand_max is None else _SmallOperands(rng, operand_max)
+    return [data.math_problem(source) for _ in range(n)]
+
+
+@dataclass
+class Examples:
+    """Problems tokenized back to back: the stream, where each problem starts, its prompt length."""
+
+    stream: np.ndarray
+    starts: np.ndarray
+    prompt_lengths: np.ndarray
+
+    def windows(self, seq_len: int, count: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` windows starting at random problems, and their prompt lengths."""
+        usable = int((self.starts + seq_len <= len(self.stream)).sum())
+        pick = torch.randint(0, usable, (count,), generator=generator).numpy()
+        ids = np.stack([self.stream[s: s + seq_len] for s in self.starts[pick]]).astype(np.int64)
+        return torch.from_numpy(ids), torch.from_numpy(self.prompt_lengths[pick].astype(np.int64))
+
+
+def tokenize_problems(items: list, tokenizer) -> Examples:
+    texts = tokenizer([p.text() for p in items], add_special_tokens=False)["input_ids"]
+    prompts = tokenizer([p.prompt() for p in items], add_special_tokens=False)["input_ids"]
+    for text, prompt in zip(texts, prompts):
+        if text[: len(prompt)] != prompt:
+            raise RuntimeError("a problem's prompt does not tokenize as a prefix of its text")
+    lengths = np.array([len(t) for t in texts])
+    return Examples(np.concatenate([np.array(t, dtype=np.int32) for t in texts]),
+                    np.concatenate([[0], np.cumsum(lengths)[:-1]]), np.array([len(p) for p in prompts]))
+
+
 def corpus(config: AnyOrderConfig):
-    """Tokenizer trained on math problems, and train / held-out token streams."""
-    train_docs = ["".join(p.text() for p in data.math_problems(8, seed=config.seed * 1_000_003 + i))
-                  for i in range(config.train_problems // 8)]
-    tokenizer = data.train_tokenizer(train_docs, config.vocab_size)
-    heldout = [p.text() for p in data.math_problems(200, seed=20_000 + config.seed)]
-    return tokenizer, data.token_stream(train_docs, tokenizer), data.token_stream(heldout, tokenizer)
+    """Tokenizer trained on the training problems; train and held-out :class:`Examples`."""
+    train_items = problems(config.train_problems, config.seed * 1_000_003 + 1, config.operand_max)
+    docs = ["".join(p.text() for p in train_items[i: i + 8]) for i in range(0, len(train_items), 8)]
+    tokenizer = data.train_tokenizer(docs, config.vocab_size)
+    heldout = problems(400, 20_000 + config.seed, config.operand_max)
+    return tokenizer, tokenize_problems(train_items, tokenizer), tokenize_problems(heldout, tokenizer)
 
 
 def checkpoint_key(profile: str, name: str) -> str:
@@ -201,7 +254,8 @@ class TrainedAnyOrder:
 def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
     """Train (or continue from ``init_from``) one preset and cache it."""
     config = preset(profile, name)
-    tokenizer, train_stream, heldout_stream = corpus(config)
+    wall_started = time.perf_counter()
+    tokenizer, train_examples, heldout_examples = corpus(config)
     mask_id = tokenizer.convert_tokens_to_ids(data.SPECIAL_TOKENS["mask"])
     if config.init_from:
         model = load_or_train(profile, config.init_from, progress).model
@@ -210,21 +264,20 @@ def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
                             num_heads=config.num_heads, max_positions=config.max_positions, seed=config.seed)
     generator = torch.Generator().manual_seed(config.seed + 1)
 
-    def windows(stream, count, gen):
-        starts = torch.randint(0, len(stream) - config.seq_len, (count,), generator=gen).numpy()
-        return torch.from_numpy(np.stack([stream[s: s + config.seq_len] for s in starts]).astype(np.int64))
+    def batch(examples, gen):
+        ids, prompts = examples.windows(config.seq_len, config.batch_size, gen)
+        return make_batch(ids, prompts, config, mask_id, gen)
 
     eval_gen = torch.Generator().manual_seed(config.seed + 2)
-    eval_batches = [make_batch(windows(heldout_stream, config.batch_size, eval_gen), config, mask_id, eval_gen)
-                    for _ in range(4)]
+    eval_batches = [batch(heldout_examples, eval_gen) for _ in range(4)]
     started = time.perf_counter()
-    history = fit(model, lambda step: make_batch(windows(train_stream, config.batch_size, generator), config,
-                                                 mask_id, generator),
+    history = fit(model, lambda step: batch(train_examples, generator),
                   lambda m, batch: any_order_loss(m, batch, mask_id), steps=config.steps, lr=config.lr,
                   warmup=config.warmup, eval_batches=eval_batches, eval_every=config.eval_every,
                   label=f"any-order {name}", progress=progress)
     model.eval()
     record = {"preset": name, "profile": profile, "config": asdict(config), "seconds": time.perf_counter() - started,
+              "wall_seconds": time.perf_counter() - wall_started,
               "parameters": int(sum(p.numel() for p in model.parameters())), "mask_token_id": int(mask_id),
               "history": history}
     path = artifacts_dir() / "anyorder" / checkpoint_key(profile, name)
