@@ -46,11 +46,11 @@ def layouts(order_positions=(15, 14, 16), drafts=(4, 5, -1), new_position: int =
               ("Linear-SS call 1 [N|R]", build_any_order("ao_linear_draft", draft_ids=draft * 0 - 1, **kw)),
               ("Linear-SS call 2 [O|M]", build_any_order("ao_linear_verify", draft_ids=draft.abs(), **kw)),
               ("Quadratic-SS [N|O|M|R^(0..u-1)]", build_any_order("ao_quadratic", draft_ids=draft, **kw))]
-    widths = [p[1].rows for p in panels]
-    fig, axes = plt.subplots(1, 4, figsize=(0.3 * sum(widths) + 6, 0.3 * max(widths) + 2.5),
-                             gridspec_kw={"width_ratios": widths})
-    for ax, (title, lay) in zip(axes, panels):
-        plot_any_order_layout(lay, ax, title)
+    fig, axes = plt.subplot_mosaic([["0", "1", "2"], ["3", "3", "3"]], figsize=(11, 11),
+                                   gridspec_kw={"width_ratios": [p[1].rows for p in panels[:3]],
+                                                "height_ratios": [panels[0][1].rows, panels[3][1].rows]})
+    for i, (title, lay) in enumerate(panels):                     # Packed and Linear above, Quadratic below
+        plot_any_order_layout(lay, axes[str(i)], title)
     fig.tight_layout()
     return fig
 
@@ -60,8 +60,8 @@ def speed_accuracy(agg: pd.DataFrame, accuracy: pd.DataFrame, vs_linear: pd.Data
     tokens/s where available) and accuracy (dots, right axis) of every method."""
     merged = agg.merge(accuracy, on=["slice", "method"])
     slices = list(dict.fromkeys(merged["slice"]))
-    fig, axes = plt.subplots(1, len(slices), figsize=(6.5 * len(slices), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], slices):
+    fig, axes = plt.subplots(len(slices), 1, figsize=(9, 4.2 * len(slices)), squeeze=False)
+    for ax, name in zip(axes[:, 0], slices):
         part = merged[merged["slice"] == name]
         x = np.arange(len(part))
         colors = ["tab:blue" if "ltr" in m else "tab:orange" if "confidence" in m else "tab:gray"
@@ -81,7 +81,7 @@ def speed_accuracy(agg: pd.DataFrame, accuracy: pd.DataFrame, vs_linear: pd.Data
         right.plot(x, 100 * part["accuracy"], "o", color="tab:green")
         right.set_ylabel("accuracy (%)", color="tab:green")
         right.set_ylim(0, 100)
-    fig.suptitle("Any-order schedules on the math slice (blue: LTR order, orange: confidence, grey: native; "
-                 "bars: throughput with paired 95% CI of the ratio to Linear-SS LTR; dots: accuracy)", fontsize=9)
+    fig.suptitle("Any-order schedules on the math slice\n(blue: LTR order, orange: confidence, grey: native; "
+                 "bars: throughput with the paired 95% CI of the ratio to Linear-SS LTR; dots: accuracy)", fontsize=9)
     fig.tight_layout()
     return fig
