@@ -45,7 +45,7 @@ def references(hf_model, prompt_list):
 def test_all_schedules_match_generate_float64(which, random_hf_model, trained_hf_model):
     fixture = random_hf_model if which == "random" else trained_hf_model
     model = as_dual(fixture, torch.float64)
-    cases = references(model.hf_model, prompts(20, seed=11, chain=getattr(fixture, "chain", None)))
+    cases = references(model.hf_model, prompts(8, seed=11, chain=getattr(fixture, "chain", None)))
     multi_token_iterations = 0
     for prompt, eos, expected in cases:
         assert decode(model, prompt, schedule="ar", width=1, max_new_tokens=MAX_NEW,
@@ -59,7 +59,7 @@ def test_all_schedules_match_generate_float64(which, random_hf_model, trained_hf
                 multi_token_iterations += sum(a > 1 for a in res.accepted)
     if which == "trained":
         # The check is not vacuous: drafts were accepted, so multi-token paths ran.
-        assert multi_token_iterations > 200, multi_token_iterations
+        assert multi_token_iterations > 80, multi_token_iterations
 
 
 def test_float32_divergence_rate_is_reported(trained_hf_model):

@@ -193,10 +193,3 @@ def table5_matches_paper(table: pd.DataFrame) -> bool:
     lora = table[table["lm"].str.contains("paper")]
     return bool(len(lora) == 3) and all(
         (row.evaluated, row.selected) == expected[row.schedule](row.B) for row in lora.itertuples())
-
-
-def lean_not_slower(comparison: pd.DataFrame, schedule: str) -> bool:
-    """The lean variant's model time per call is not significantly above the paper variant's
-    (the lower end of the paired interval of lean / paper is at most 1)."""
-    row = comparison[comparison["schedule"] == schedule].iloc[0]
-    return bool(row["ratio_low"] <= 1.0)
