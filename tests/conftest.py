@@ -1,8 +1,23 @@
-"""Shared fixtures: tiny transformers models (random and briefly dual-mode trained)."""
+"""Shared fixtures: tiny transformers models (random and briefly dual-mode trained), and the run
+of every notebook at the smoke profile (``smoke_outputs``).
+
+The smoke run is one ``python -m spec_lib.run --profile smoke`` subprocess (about 13 min on 2
+cores).  When a session collects a test that needs it, the subprocess starts right after
+collection, in the background, and those tests are moved to the end of the session: the rest
+of the suite runs while the notebooks do, both on one torch thread until the notebooks are
+done, and the smoke tests wait for the subprocess.  Its output root is a temporary folder,
+removed at the end.
+"""
 
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +28,76 @@ from spec_lib.training.self_speculative import fit_dual_mode
 
 VOCAB = 48            # token ids 0..46 are text, 47 is MASK
 MASK_ID = VOCAB - 1
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SMOKE_TIMEOUT_S = 1500
+_SMOKE: dict = {}      # the background smoke run: proc, out (output root), log (path)
+
+
+def _needs_smoke(item) -> bool:
+    return "smoke_outputs" in getattr(item, "fixturenames", ())
+
+
+def _start_smoke_run() -> None:
+    out = Path(tempfile.mkdtemp(prefix="spec-lib-smoke-"))
+    log = out / "runner.log"
+    # One thread each: two processes of 2 OpenMP threads on 2 cores spin against each other
+    # (a fixture that trains in 1 min took 7 while the notebooks ran).
+    env = {**os.environ, "SPEC_LIB_OUTPUT_ROOT": str(out), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    _SMOKE["threads"] = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with open(log, "wb") as handle:                      # the child keeps its own descriptor
+        proc = subprocess.Popen([sys.executable, "-m", "spec_lib.run", "--profile", "smoke", "--no-progress"],
+                                cwd=REPO_ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    _SMOKE.update(proc=proc, out=out, log=log)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read the smoke run go last (stable order otherwise)."""
+    items.sort(key=_needs_smoke)
+
+
+def pytest_collection_finish(session):
+    """Start the smoke run in the background as soon as the session knows it needs one."""
+    if not session.config.option.collectonly and any(_needs_smoke(i) for i in session.items):
+        _start_smoke_run()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop a smoke run still going (an interrupted session) and remove its output root."""
+    proc = _SMOKE.get("proc")
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if "out" in _SMOKE:
+        shutil.rmtree(_SMOKE["out"], ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _threads_back_when_the_smoke_run_ends():
+    """Give this process its torch threads back once the background notebooks are done."""
+    proc = _SMOKE.get("proc")
+    if proc is not None and "threads" in _SMOKE and proc.poll() is not None:
+        torch.set_num_threads(_SMOKE.pop("threads"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def smoke_outputs():
+    """The output root of the run of every notebook at the smoke profile (waits for it)."""
+    if "proc" not in _SMOKE:                           # e.g. a plugin reordered or filtered late
+        _start_smoke_run()
+    proc = _SMOKE["proc"]
+    try:
+        proc.wait(timeout=SMOKE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if "threads" in _SMOKE:
+        torch.set_num_threads(_SMOKE.pop("threads"))
+    log = _SMOKE["log"].read_text(errors="replace")
+    assert proc.returncode == 0, f"the smoke run failed (exit {proc.returncode}):\n{log[-20000:]}"
+    return _SMOKE["out"]
 
 
 @pytest.fixture(scope="session")

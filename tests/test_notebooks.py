@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -122,15 +121,8 @@ def test_no_stray_params_files():
             assert yaml_path.stem in stems, f"{yaml_path} has no notebook"
 
 
-@pytest.fixture(scope="module")
-def smoke_outputs(tmp_path_factory):
-    """Run every notebook at the smoke profile into a temporary output root."""
-    out = tmp_path_factory.mktemp("smoke")
-    env = {**os.environ, "SPEC_LIB_OUTPUT_ROOT": str(out)}
-    proc = subprocess.run([sys.executable, "-m", "spec_lib.run", "--profile", "smoke", "--no-progress"],
-                          cwd=params.REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
+# smoke_outputs (tests/conftest.py): every notebook at the smoke profile, started in the background
+# when the session starts, so the rest of the suite runs meanwhile.
 
 
 @pytest.mark.slow

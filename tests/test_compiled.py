@@ -1,0 +1,122 @@
+"""The static-cache (and compiled) path of :mod:`spec_lib.compiled` is as exact as the eager one.
+
+Greedy outputs of every schedule equal ``hf_model.generate(do_sample=False)`` in float64 (seed
+000, Theorem 3.3 at temperature 0), sampled outputs equal the eager path's token for token for
+the same seed (so the eager path's chi-square tests carry over), the verified-only cache update
+moves a pointer (no reallocation), and bad arguments are refused before any work.  The
+compiled tests are kept small: each distinct call shape costs one inductor compile.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+import torch
+
+from spec_lib import decode
+from spec_lib.compiled import StaticDualModeLM, warm_up
+
+from .conftest import MASK_ID, as_dual, prompts
+from .test_lossless_greedy import MAX_NEW, references
+
+SPECULATIVE = ("linear", "quadratic", "packed")
+
+
+def as_static(hf_model, dtype=torch.float64, **kwargs) -> StaticDualModeLM:
+    return StaticDualModeLM(copy.deepcopy(hf_model).to(dtype), mask_token_id=MASK_ID, **kwargs)
+
+
+def test_static_path_matches_generate_float64(trained_hf_model):
+    model = as_static(trained_hf_model, max_cache_len=128)          # quadratic at W = 8: 90 rows
+    cases = references(model.hf_model, prompts(4, seed=21, chain=trained_hf_model.chain))
+    multi = 0
+    for prompt, eos, expected in cases:
+        assert decode(model, prompt, schedule="ar", width=1, max_new_tokens=MAX_NEW, eos_token_id=eos).tokens == expected
+        for schedule in SPECULATIVE:
+            for width in (1, 3, 8):
+                res = decode(model, prompt, schedule=schedule, width=width, max_new_tokens=MAX_NEW, eos_token_id=eos)
+                assert res.tokens == expected, (schedule, width, eos, prompt.tolist())
+                multi += sum(a > 1 for a in res.accepted)
+    assert multi > 25, multi                      # drafts were accepted: multi-token commits ran
+
+
+def test_cache_is_preallocated_once_and_rewound_by_a_pointer(trained_hf_model):
+    model = as_static(trained_hf_model, max_cache_len=64)
+    prompt = prompts(1, seed=3, chain=trained_hf_model.chain)[0]
+    res = decode(model, prompt, schedule="packed", width=4, max_new_tokens=20)
+    keys = model.kv_cache.layers[0].keys
+    assert keys.shape[2] == 64
+    assert model.kv_cache.get_seq_length() == model.cache_len == len(prompt) + len(res.tokens) - 1
+    again = decode(model, prompt, schedule="packed", width=4, max_new_tokens=20)
+    assert again.tokens == res.tokens
+    assert model.kv_cache.layers[0].keys.data_ptr() == keys.data_ptr()        # reused, not reallocated
+
+
+def test_sampling_equals_the_eager_path_for_the_same_seed(trained_hf_model):
+    eager, static = as_dual(trained_hf_model), as_static(trained_hf_model, max_cache_len=96)
+    for i, prompt in enumerate(prompts(2, seed=5, chain=trained_hf_model.chain)):
+        for schedule in ("ar",) + SPECULATIVE:
+            kw = dict(schedule=schedule, width=4, max_new_tokens=MAX_NEW, temperature=1.0, seed=100 + i)
+            assert decode(static, prompt, **kw).tokens == decode(eager, prompt, **kw).tokens, (schedule, i)
+
+
+def test_threads_decode_at_the_same_time_with_their_own_caches(trained_hf_model):
+    model = as_static(trained_hf_model, max_cache_len=64)
+    cases = prompts(4, seed=8, chain=trained_hf_model.chain)
+    serial = [decode(model, p, schedule="packed", width=4, max_new_tokens=20).tokens for p in cases]
+    out, errors = [None] * len(cases), []
+
+    def work(i):
+        try:
+            out[i] = decode(model, cases[i], schedule="packed", width=4, max_new_tokens=20).tokens
+        except Exception as exc:                # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and out == serial
+
+
+@pytest.mark.slow
+def test_compiled_path_matches_generate_float64(trained_hf_model):
+    """Inductor on CPU, float64: greedy outputs of every schedule equal generate; each
+    steady-state shape is compiled once and its compile time recorded."""
+    model = as_static(trained_hf_model, max_cache_len=64, compile=True)
+    cases = references(model.hf_model, prompts(2, seed=31, chain=trained_hf_model.chain))
+    compiled = warm_up(model, cases[0][0], widths=(3,), max_new_tokens=MAX_NEW)
+    assert compiled and all(s > 0 for s in compiled.values())
+    kinds = {kind for kind, _ in compiled}
+    assert {"verify", "linear_draft", "quadratic", "packed"} <= kinds, kinds      # ar's call is a verify call
+    print("compile seconds per (call kind, rows):", {k: round(v, 1) for k, v in compiled.items()})
+    for prompt, eos, expected in cases:
+        for schedule in ("ar",) + SPECULATIVE:
+            res = decode(model, prompt, schedule=schedule, width=1 if schedule == "ar" else 3,
+                         max_new_tokens=MAX_NEW, eos_token_id=eos)
+            assert res.tokens == expected, (schedule, eos, prompt.tolist())
+    assert set(model.compile_seconds) == set(compiled), "a decode met a shape the warm-up did not compile"
+
+
+def test_static_path_refuses_bad_arguments(trained_hf_model, random_hf_model):
+    with pytest.raises(ValueError, match="max_cache_len"):
+        as_static(trained_hf_model, max_cache_len=1)
+    with pytest.raises(ValueError, match="max_cache_len"):
+        as_static(trained_hf_model, max_cache_len=10**6)
+    with pytest.raises(ValueError, match="max_cache_len"):
+        as_static(trained_hf_model, max_cache_len=32.0)
+    with pytest.raises(TypeError, match="compile"):
+        as_static(trained_hf_model, compile="yes")
+    with pytest.raises(ValueError, match="mode"):
+        as_static(trained_hf_model, compile=True, mode="fastest")
+    with pytest.raises(TypeError, match="StaticDualModeLM"):
+        warm_up(as_dual(random_hf_model), torch.tensor([1, 2]))
+    small = as_static(trained_hf_model, max_cache_len=16)
+    with pytest.raises(ValueError, match="max_cache_len=16 is too small"):
+        decode(small, torch.arange(1, 10), schedule="packed", width=8, max_new_tokens=20)
+    # the model is usable again after the refusal: a fitting decode starts clean
+    assert decode(small, torch.arange(1, 4), schedule="ar", width=1, max_new_tokens=5).tokens == \
+        decode(as_dual(trained_hf_model), torch.arange(1, 4), schedule="ar", width=1, max_new_tokens=5).tokens
