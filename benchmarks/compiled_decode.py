@@ -25,27 +25,18 @@ import time
 
 import numpy as np
 import torch
-from scipy import stats
 from tqdm.auto import tqdm
 
 from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM, warm_up
 from spec_lib.io import atomic_write_bytes
-from spec_lib.models import DualModeLM
 from spec_lib.provenance import code_key
 from spec_lib.studies import bench
 from spec_lib.training.checkpoints import load_model
 
+from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
+
 SLICES = ("code", "stdlib", "math")
-
-
-def median_ci(values, seed=0) -> tuple[float, float, float]:
-    values = np.asarray(values, dtype=float)
-    if len(values) < 3:
-        return float(np.median(values)), float("nan"), float("nan")
-    ci = stats.bootstrap((values,), np.median, n_resamples=5000, confidence_level=0.95,
-                         random_state=np.random.default_rng(seed), method="percentile").confidence_interval
-    return float(np.median(values)), float(ci.low), float(ci.high)
 
 
 def parse(argv):

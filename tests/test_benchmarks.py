@@ -43,3 +43,13 @@ def test_gpu_check_script_parses():
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def test_compiled_decode_refuses_bad_sizes(monkeypatch):
+    """benchmarks/compiled_decode.py names a bad size before it loads or compiles anything."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))                       # it imports decode_overhead
+    compiled = load("compiled_decode")
+    assert compiled.parse(["--width", "7", "--repeats", "3"]).width == 7
+    for flag in ("--width", "--repeats", "--new-tokens", "--prompts"):
+        with pytest.raises(SystemExit):
+            compiled.parse([flag, "0"])
