@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from spec_lib.io import REPO_ROOT
 from spec_lib.models import DualModeLM, build_qwen3
 from spec_lib.toy import MarkovLM
 from spec_lib.training.self_speculative import fit_dual_mode
@@ -29,7 +30,6 @@ from spec_lib.training.self_speculative import fit_dual_mode
 VOCAB = 48            # token ids 0..46 are text, 47 is MASK
 MASK_ID = VOCAB - 1
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SMOKE_TIMEOUT_S = 1500
 _SMOKE: dict = {}      # the background smoke run: proc, out (output root), log (path)
 
@@ -73,12 +73,17 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_SMOKE["out"], ignore_errors=True)
 
 
+def _restore_threads() -> None:
+    if "threads" in _SMOKE:
+        torch.set_num_threads(_SMOKE.pop("threads"))
+
+
 @pytest.fixture(autouse=True)
 def _threads_back_when_the_smoke_run_ends():
     """Give this process its torch threads back once the background notebooks are done."""
     proc = _SMOKE.get("proc")
-    if proc is not None and "threads" in _SMOKE and proc.poll() is not None:
-        torch.set_num_threads(_SMOKE.pop("threads"))
+    if proc is not None and proc.poll() is not None:
+        _restore_threads()
     yield
 
 
@@ -93,8 +98,7 @@ def smoke_outputs():
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    if "threads" in _SMOKE:
-        torch.set_num_threads(_SMOKE.pop("threads"))
+    _restore_threads()
     log = _SMOKE["log"].read_text(errors="replace")
     assert proc.returncode == 0, f"the smoke run failed (exit {proc.returncode}):\n{log[-20000:]}"
     return _SMOKE["out"]
