@@ -22,6 +22,18 @@ import torch
 from . import masks
 from .models import DualModeLM
 
+#: Smallest head dimension accepted on CPU.  torch 2.13's compiled CPU FlexAttention kernel returns
+#: wrong outputs (even NaN) at head dimensions 8 and 16, for plain causal masks too, while 24, 32,
+#: 48, 64 and 128 match SDPA (``tests/test_attention_backends.py`` keeps checking that the kernel
+#: is still wrong at 16, so this limit can go once torch fixes it).
+MIN_CPU_HEAD_DIM = 32
+
+
+def head_dim(config) -> int:
+    """The attention head dimension of a transformers config (its text config for multimodal ones)."""
+    text = config.get_text_config(decoder=True)
+    return getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+
 
 def flex_block_mask(visible: torch.Tensor, cache_len: int = 0):
     """A ``BlockMask`` for one call: ``visible`` ``(rows, rows)`` among the call's rows, plus
@@ -55,9 +67,18 @@ class FlexDualModeLM(DualModeLM):
         if not hasattr(hf_model, "set_attn_implementation"):
             raise TypeError(f"{type(hf_model).__name__} cannot switch its attention implementation "
                             f"(no set_attn_implementation)")
+        self.head_dim = head_dim(hf_model.config)
+        self._check_device(next(hf_model.parameters()).device)
         hf_model.set_attn_implementation("flex_attention")
+
+    def _check_device(self, device: torch.device) -> None:
+        if device.type == "cpu" and self.head_dim < MIN_CPU_HEAD_DIM:
+            raise ValueError(f"FlexDualModeLM on CPU needs head_dim >= {MIN_CPU_HEAD_DIM}, got {self.head_dim}: "
+                             f"the compiled CPU FlexAttention kernel gives wrong outputs at small head "
+                             f"dimensions; use DualModeLM (SDPA) for this model, or run it on a GPU")
 
     def attention_mask(self, layout: masks.Layout, cache_len: int):
         """A ``BlockMask`` of the layout's predicate over the cache, plain causal calls included
         (transformers' own flex causal mask hits an inductor compile error on CPU)."""
+        self._check_device(layout.input_ids.device)          # the model may have moved since
         return flex_block_mask(layout.visible(), cache_len)

@@ -29,6 +29,7 @@ import time
 import torch
 
 from . import masks
+from .attention import head_dim
 from .models import DualModeLM, VerifiedCache, _Session
 
 __all__ = ["StaticDualModeLM", "warm_up", "COMPILE_MODES"]
@@ -101,8 +102,7 @@ class StaticDualModeLM(DualModeLM):
             cache = StaticCache(config=self.config, max_cache_len=self.max_cache_len)
             text = self.config.get_text_config(decoder=True)
             heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-            head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-            cache.early_initialization(1, heads, head_dim, parameter.dtype, parameter.device)
+            cache.early_initialization(1, heads, head_dim(self.config), parameter.dtype, parameter.device)
             local.static_cache, local.static_key = cache, key
         else:
             cache.reset()
