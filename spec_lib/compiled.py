@@ -32,13 +32,70 @@ from . import masks
 from .attention import head_dim
 from .models import DualModeLM, VerifiedCache, _Session
 
-__all__ = ["StaticDualModeLM", "warm_up", "COMPILE_MODES"]
+__all__ = ["StaticDualModeLM", "warm_up", "COMPILE_MODES", "static_mask", "thread_static_cache"]
 
 #: dynamo's recompile limit while a compiled StaticDualModeLM exists (raised, never lowered).
 RECOMPILE_LIMIT = 64
 
 #: ``torch.compile`` modes accepted by :class:`StaticDualModeLM` (None: the default mode).
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def check_static_args(max_positions, max_cache_len, compile, mode) -> int:
+    """Validate the static path's arguments; returns ``max_cache_len`` (default ``max_positions``)."""
+    if max_cache_len is None:
+        if max_positions is None:
+            raise ValueError("max_cache_len is required: the model's config has no max_position_embeddings")
+        max_cache_len = int(max_positions)
+    if not isinstance(max_cache_len, int) or isinstance(max_cache_len, bool) or max_cache_len < 2:
+        raise ValueError(f"max_cache_len must be an int >= 2, got {max_cache_len!r}")
+    if max_positions is not None and max_cache_len > max_positions:
+        raise ValueError(f"max_cache_len must be at most the model's max_position_embeddings ({max_positions}), "
+                         f"got {max_cache_len}")
+    check_compile_args(compile, mode)
+    return max_cache_len
+
+
+def check_compile_args(compile, mode) -> None:
+    """``compile`` a bool and ``mode`` one of :data:`COMPILE_MODES`, or a clear error."""
+    if not isinstance(compile, bool):
+        raise TypeError(f"compile must be a bool, got {compile!r}")
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"mode must be one of {COMPILE_MODES}, got {mode!r}")
+
+
+def raise_recompile_limit() -> None:
+    """One compiled graph per steady-state shape: a decode with several widths meets more than
+    dynamo's default of 8, after which it would silently fall back to eager."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+
+
+def thread_static_cache(local, config, max_cache_len: int, parameter: torch.Tensor):
+    """This thread's ``StaticCache`` (kept on ``local``): allocated once per (dtype, device) and
+    reset, not reallocated, for every later decode."""
+    from transformers import StaticCache
+
+    key = (parameter.dtype, parameter.device)
+    cache = getattr(local, "static_cache", None)
+    if cache is None or getattr(local, "static_key", None) != key:
+        cache = StaticCache(config=config, max_cache_len=max_cache_len)
+        text = config.get_text_config(decoder=True)
+        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        cache.early_initialization(1, heads, head_dim(config), parameter.dtype, parameter.device)
+        local.static_cache, local.static_key = cache, key
+    else:
+        cache.reset()
+    return cache
+
+
+def static_mask(block: torch.Tensor, cache_len: int, max_cache_len: int) -> torch.Tensor:
+    """``(1, 1, rows, max_cache_len)`` additive mask: the ``cache_len`` cached columns visible, the
+    call's own ``rows`` columns by ``block`` (additive ``(rows, rows)``), every later slot hidden."""
+    rows = block.shape[0]
+    mask = block.new_full((rows, max_cache_len), torch.finfo(block.dtype).min)
+    mask[:, :cache_len] = 0
+    mask[:, cache_len:cache_len + rows] = block
+    return mask[None, None]
 
 
 class StaticDualModeLM(DualModeLM):
@@ -61,27 +118,11 @@ class StaticDualModeLM(DualModeLM):
         if self.attention_window is not None:
             raise ValueError(f"StaticDualModeLM supports full-attention models only; this "
                              f"{self.config.model_type} model has a sliding window of {self.attention_window}")
-        limit = self.max_positions
-        if max_cache_len is None:
-            if limit is None:
-                raise ValueError("max_cache_len is required: the model's config has no max_position_embeddings")
-            max_cache_len = int(limit)
-        if not isinstance(max_cache_len, int) or isinstance(max_cache_len, bool) or max_cache_len < 2:
-            raise ValueError(f"max_cache_len must be an int >= 2, got {max_cache_len!r}")
-        if limit is not None and max_cache_len > limit:
-            raise ValueError(f"max_cache_len must be at most the model's max_position_embeddings ({limit}), "
-                             f"got {max_cache_len}")
-        if not isinstance(compile, bool):
-            raise TypeError(f"compile must be a bool, got {compile!r}")
-        if mode not in COMPILE_MODES:
-            raise ValueError(f"mode must be one of {COMPILE_MODES}, got {mode!r}")
-        self.max_cache_len = max_cache_len
+        self.max_cache_len = check_static_args(self.max_positions, max_cache_len, compile, mode)
         self.compiled = compile
         self.mode = mode
         if compile:
-            # one compiled graph per steady-state shape; a decode with several widths meets more than
-            # dynamo's default of 8, after which it would silently fall back to eager
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+            raise_recompile_limit()
         self._step = torch.compile(self._forward, dynamic=False, mode=mode) if compile else self._forward
         self._shapes_lock = threading.Lock()
         #: seconds of the first call of each steady-state shape ``(kind, rows)`` (compile + run).
@@ -90,22 +131,10 @@ class StaticDualModeLM(DualModeLM):
     # ----- state: one StaticCache per thread, reset (not reallocated) per decode ------------------
 
     def _new_state(self) -> _Session:
-        from transformers import StaticCache
-
         if self.hf_model.training:
             self.hf_model.eval()
         parameter = next(self.hf_model.parameters())
-        local = self._thread_local()
-        key = (parameter.dtype, parameter.device)
-        cache = getattr(local, "static_cache", None)
-        if cache is None or getattr(local, "static_key", None) != key:
-            cache = StaticCache(config=self.config, max_cache_len=self.max_cache_len)
-            text = self.config.get_text_config(decoder=True)
-            heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-            cache.early_initialization(1, heads, head_dim(self.config), parameter.dtype, parameter.device)
-            local.static_cache, local.static_key = cache, key
-        else:
-            cache.reset()
+        cache = thread_static_cache(self._thread_local(), self.config, self.max_cache_len, parameter)
         return _Session(VerifiedCache(), cache, parameter.dtype, parameter.device)
 
     # ----- the forward call ------------------------------------------------------------------
@@ -120,11 +149,7 @@ class StaticDualModeLM(DualModeLM):
         block = layout.new_rows_mask
         if block is None:
             block = masks.to_additive(layout.visible(), self.state.dtype)
-        rows = block.shape[0]
-        mask = block.new_full((rows, self.max_cache_len), torch.finfo(block.dtype).min)
-        mask[:, :cache_len] = 0
-        mask[:, cache_len:cache_len + rows] = block
-        return mask[None, None]
+        return static_mask(block, cache_len, self.max_cache_len)
 
     def forward_rows(self, layout: masks.Layout, keep_rows: torch.Tensor | int) -> tuple[torch.Tensor, float]:
         session = self.state

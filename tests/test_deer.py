@@ -19,50 +19,14 @@ from spec_lib.drafters import (
     ExactARDrafter,
     ExactDiffusionDrafter,
 )
-from spec_lib.models import build_qwen3
 from spec_lib.toy import MarkovLM
-from spec_lib.training import d2a, next_token
+from spec_lib.training import d2a
 
-from .conftest import MASK_ID, VOCAB, as_dual, prompts
+from .conftest import MASK_ID, SEP_ID, VOCAB, as_dual, prompts
 from .test_lossless_greedy import references
 from .test_sampling import ALPHA, PROMPT, N, exact_law
 
-SEP_ID = VOCAB - 2          # a chain token reused as SEP by the test drafters (tests only)
 MAX_NEW = 24
-
-
-def _train(model, steps, make_batch, loss_fn, seed=0):
-    torch.manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(steps):
-        loss, _ = loss_fn(model, make_batch())
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval()
-
-
-@pytest.fixture(scope="module")
-def drafters(trained_hf_model):
-    """A diffusion drafter (Stage I on chain samples) and a briefly trained AR drafter:
-    both right often enough that multi-token acceptance runs, wrong often enough to reject."""
-    chain = trained_hf_model.chain
-    rows = chain.sample_sequences(512, 48, seed=21)
-    gen = torch.Generator().manual_seed(0)
-    dllm = build_qwen3(VOCAB, hidden_size=64, num_layers=2, num_heads=4, max_positions=256, seed=3)
-
-    def stage1():
-        pick = torch.randint(0, rows.shape[0], (16,), generator=gen)
-        return d2a.continuation_batch(rows[pick, :16], rows[pick, 16:], stage=1, mask_token_id=MASK_ID,
-                                      sep_token_id=SEP_ID, pad_token_id=MASK_ID, generator=gen, context=16,
-                                      min_context=2, max_suffix=8, t_min=0.5, context_noise=0.0)
-
-    _train(dllm, 150, stage1, d2a.diffusion_loss)
-    ar = build_qwen3(VOCAB, hidden_size=32, num_layers=1, num_heads=4, max_positions=256, seed=4)
-    _train(ar, 25, lambda: next_token.ar_batch(rows[torch.randint(0, rows.shape[0], (16,), generator=gen)]),
-           lambda m, b: next_token.ar_loss(m, *b))
-    return dllm, ar
 
 
 def as_drafter(kind, hf_model, dtype=torch.float64):

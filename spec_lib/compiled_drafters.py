@@ -1,0 +1,197 @@
+"""The separate drafters on the compiled fast path: fixed-shape drafting calls.
+
+Seed 001 (DEER) drafts with a separate model; seed 002 measures speed with CUDA-graph
+drafting.  :mod:`spec_lib.compiled` puts the target on a static cache and compiles its
+steady-state calls; this module does the same for the two drafters of the ``deer`` and
+``ar_draft`` schedules, as drop-in subclasses (same :class:`~spec_lib.drafters.base.Drafter`
+protocol, same tokens and q):
+
+* :class:`StaticDiffusionDrafter` (DEER, seed 001 Sec. 3.4 "Inference"): the drafter reads the
+  last ``context`` prefix tokens, so its input ``[prefix tail][SEP][MASK]*k`` has one shape
+  per k once the prefix is that long.  Shorter prefixes are left-padded to ``context`` with
+  hidden padding keys (each real row keeps its positions 0..n-1, as in
+  :meth:`~spec_lib.drafters.diffusion.DiffusionDrafter.draft_logits_batch`), so every call
+  of a decode has that one shape, and one compiled graph per k serves it.
+* :class:`StaticARDrafter` (the AR-drafter baseline, seed 001 Sec. 3.4 "Critical difference
+  from AR drafters"): its per-thread KV cache is a ``StaticCache``; dropping the drafts the
+  verifier rejected moves the length pointer back (no copy), and the one-row passes (every
+  pass after the first of a cycle) run through ``torch.compile``; the first pass of a cycle
+  feeds a variable number of verified tokens and runs eagerly over the same cache.
+
+Both keep the time of each shape's first (compiling) call in ``compile_seconds``.
+``tests/test_compiled.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with these
+drafters equal ``generate`` in float64, and that their draft logits equal the eager drafters'.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .compiled import (
+    check_compile_args,
+    check_static_args,
+    raise_recompile_limit,
+    static_mask,
+    thread_static_cache,
+)
+from .drafters.autoregressive import ARDrafter
+from .drafters.diffusion import DiffusionDrafter
+from .masks.predicates import padded_visible, to_additive
+
+__all__ = ["StaticDiffusionDrafter", "StaticARDrafter"]
+
+
+class _ShapeTimes:
+    """``compile_seconds``: the first call's seconds of each compiled shape (thread-safe)."""
+
+    def _init_shapes(self) -> None:
+        self._shapes_lock = threading.Lock()
+        self.compile_seconds: dict[tuple, float] = {}
+
+    def _record(self, shape: tuple, seconds: float) -> None:
+        with self._shapes_lock:
+            self.compile_seconds.setdefault(shape, seconds)
+
+
+class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
+    """:class:`~spec_lib.drafters.diffusion.DiffusionDrafter` with one input shape per k.
+
+    Args:
+        hf_model, mask_token_id, sep_token_id: as for ``DiffusionDrafter``.
+        context: the prefix tokens the drafter reads (required: it fixes the shape).
+        compile: run the drafting pass through ``torch.compile``.
+        mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+    """
+
+    def __init__(self, hf_model, mask_token_id: int, sep_token_id: int, context: int, *,
+                 compile: bool = False, mode: str | None = None) -> None:
+        if context is None:
+            raise ValueError("context must be an int >= 1 for StaticDiffusionDrafter (it fixes the input shape)")
+        super().__init__(hf_model, mask_token_id, sep_token_id, context=context)
+        if self.max_positions is not None and context + 2 > self.max_positions:
+            raise ValueError(f"context must leave room for SEP and a MASK within max_position_embeddings "
+                             f"({self.max_positions}), got {context}")
+        check_compile_args(compile, mode)
+        self.compiled, self.mode = compile, mode
+        if compile:
+            raise_recompile_limit()
+        self._step = torch.compile(self._forward, dynamic=False, mode=mode) if compile else self._forward
+        self._padded: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._init_shapes()
+
+    def _forward(self, input_ids, position_ids, attention_mask, k: int):
+        return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                             use_cache=False, logits_to_keep=k).logits
+
+    def _positions_and_mask(self, n: int, k: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Position ids and the additive mask of ``n`` real prefix tokens left-padded to
+        ``context`` (memoised per (n, k, device, dtype): at most ``context`` of them per k)."""
+        key = (n, k, device, dtype)
+        cached = self._padded.get(key)
+        if cached is None:
+            length = self.context + 1 + k
+            pad = self.context - n
+            positions = (torch.arange(length, device=device) - pad).clamp(min=0)[None]
+            visible = padded_visible(torch.tensor([n + 1 + k], device=device), length, left=True)
+            cached = self._padded[key] = (positions, to_additive(visible, dtype)[:, None])
+        return cached
+
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
+        """``(logits (k, V), seconds, rows)``: as the eager drafter's, on the padded input
+        (``rows`` counts the real rows, as the eager drafter does)."""
+        prefix = prefix[-self.context:]
+        n = prefix.numel()
+        ids = torch.full((1, self.context + 1 + k), self.mask_token_id, dtype=torch.long, device=prefix.device)
+        ids[0, self.context - n:self.context] = prefix
+        ids[0, self.context] = self.sep_token_id
+        positions, mask = self._positions_and_mask(n, k, prefix.device, next(self.hf_model.parameters()).dtype)
+        shape = ("deer", k)
+        first = self.compiled and shape not in self.compile_seconds
+        start = time.perf_counter()
+        with torch.inference_mode():
+            logits = self._step(ids, positions, mask, k)[0]
+            if logits.is_cuda:
+                torch.cuda.synchronize(logits.device)
+        seconds = time.perf_counter() - start
+        if first:
+            self._record(shape, seconds)
+        return logits, seconds, n + 1 + k
+
+
+@dataclass
+class _StaticARState:
+    cache: object                      # a _PointerCache (transformers StaticCache)
+    verified: int = 0
+    drafts: torch.Tensor | None = None
+
+
+class StaticARDrafter(_ShapeTimes, ARDrafter):
+    """:class:`~spec_lib.drafters.autoregressive.ARDrafter` on a per-thread ``StaticCache``.
+
+    Args:
+        hf_model: as for ``ARDrafter`` (full-attention models only).
+        max_cache_len: K/V slots per thread (prompt + drafts must fit); default the model's
+            ``max_position_embeddings``.
+        compile: run the one-row passes through ``torch.compile``.
+        mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+    """
+
+    def __init__(self, hf_model, *, max_cache_len: int | None = None, compile: bool = False,
+                 mode: str | None = None) -> None:
+        super().__init__(hf_model)
+        text = self.config.get_text_config(decoder=True)
+        if getattr(text, "sliding_window", None) is not None and getattr(text, "use_sliding_window", True):
+            raise ValueError(f"StaticARDrafter supports full-attention models only; this {self.config.model_type} "
+                             f"model has a sliding window of {text.sliding_window}")
+        self.max_cache_len = check_static_args(self.max_positions, max_cache_len, compile, mode)
+        self.compiled, self.mode = compile, mode
+        if compile:
+            raise_recompile_limit()
+        self._step = torch.compile(self._call, dynamic=False, mode=mode) if compile else self._call
+        self._one_row: dict[tuple, torch.Tensor] = {}
+        self._init_shapes()
+
+    def _new_state(self) -> _StaticARState:
+        if self.hf_model.training:
+            self.hf_model.eval()
+        parameter = next(self.hf_model.parameters())
+        cache = thread_static_cache(self._thread_local(), self.config, self.max_cache_len, parameter)
+        return _StaticARState(cache, 0, torch.empty(0, dtype=torch.long))
+
+    def _call(self, input_ids, position_ids, attention_mask, cache):
+        return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                             cache=cache, use_cache=True, logits_to_keep=1).logits
+
+    def _forward(self, state: _StaticARState, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """One pass of ``ids`` over the cache (rows causal among themselves)."""
+        cache_len = state.cache.get_seq_length()
+        cache_len = int(cache_len) if isinstance(cache_len, int) else int(cache_len.item())
+        rows = ids.numel()
+        if cache_len + rows > self.max_cache_len:
+            raise ValueError(f"max_cache_len={self.max_cache_len} is too small: this pass needs {cache_len + rows} "
+                             f"slots ({cache_len} cached + {rows} rows); build the drafter with a larger max_cache_len")
+        dtype = next(self.hf_model.parameters()).dtype
+        if rows == 1:
+            key = (ids.device, dtype)
+            block = self._one_row.get(key)
+            if block is None:
+                block = self._one_row[key] = torch.zeros(1, 1, dtype=dtype, device=ids.device)
+        else:
+            block = to_additive(torch.ones(rows, rows, dtype=torch.bool, device=ids.device).tril(), dtype)
+        mask = static_mask(block, cache_len, self.max_cache_len)
+        positions = torch.arange(cache_len, cache_len + rows, device=ids.device)[None]
+        step = self._step if rows == 1 else self._call
+        first = self.compiled and rows == 1 and ("ar_draft", 1) not in self.compile_seconds
+        start = time.perf_counter()
+        with torch.inference_mode():
+            logits = step(ids[None], positions, mask, state.cache)[0, -1]
+            if logits.is_cuda:
+                torch.cuda.synchronize(logits.device)
+        seconds = time.perf_counter() - start
+        if first:
+            self._record(("ar_draft", 1), seconds)
+        return logits, seconds
