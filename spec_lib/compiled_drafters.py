@@ -8,10 +8,12 @@ protocol, same tokens and q):
 
 * :class:`StaticDiffusionDrafter` (DEER, seed 001 Sec. 3.4 "Inference"): the drafter reads the
   last ``context`` prefix tokens, so its input ``[prefix tail][SEP][MASK]*k`` has one shape
-  per k once the prefix is that long.  Shorter prefixes are left-padded to ``context`` with
-  hidden padding keys (each real row keeps its positions 0..n-1, as in
-  :meth:`~spec_lib.drafters.diffusion.DiffusionDrafter.draft_logits_batch`), so every call
-  of a decode has that one shape, and one compiled graph per k serves it.
+  per k once the prefix is that long.  Shorter prefixes are left-padded with hidden padding
+  keys (each real row keeps its positions 0..n-1, as in
+  :meth:`~spec_lib.drafters.diffusion.DiffusionDrafter.draft_logits_batch`) to a bucket: the
+  next power of two >= ``bucket``, at most ``context``.  So a decode meets at most
+  log2(context / bucket) + 2 shapes per k, each compiled once, and a short prefix does not pay
+  for the whole context (``bucket=context``: a single shape).
 * :class:`StaticARDrafter` (the AR-drafter baseline, seed 001 Sec. 3.4 "Critical difference
   from AR drafters"): its per-thread KV cache is a ``StaticCache``; dropping the drafts the
   verifier rejected moves the length pointer back (no copy), and the one-row passes (every
@@ -62,12 +64,14 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
 
     Args:
         hf_model, mask_token_id, sep_token_id: as for ``DiffusionDrafter``.
-        context: the prefix tokens the drafter reads (required: it fixes the shape).
+        context: the prefix tokens the drafter reads (required: it bounds the shapes).
+        bucket: shortest padded prefix length (rounded up to a power of two); ``context``
+            for a single shape per k.
         compile: run the drafting pass through ``torch.compile``.
         mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
     """
 
-    def __init__(self, hf_model, mask_token_id: int, sep_token_id: int, context: int, *,
+    def __init__(self, hf_model, mask_token_id: int, sep_token_id: int, context: int, *, bucket: int = 32,
                  compile: bool = False, mode: str | None = None) -> None:
         if context is None:
             raise ValueError("context must be an int >= 1 for StaticDiffusionDrafter (it fixes the input shape)")
@@ -75,7 +79,10 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         if self.max_positions is not None and context + 2 > self.max_positions:
             raise ValueError(f"context must leave room for SEP and a MASK within max_position_embeddings "
                              f"({self.max_positions}), got {context}")
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 1:
+            raise ValueError(f"bucket must be an int >= 1, got {bucket!r}")
         check_compile_args(compile, mode)
+        self.bucket = bucket
         self.compiled, self.mode = compile, mode
         if compile:
             raise_recompile_limit()
@@ -87,14 +94,20 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                              use_cache=False, logits_to_keep=k).logits
 
+    def padded_length(self, n: int) -> int:
+        """The prefix length ``n`` real tokens are padded to: the next power of two >= ``bucket``
+        and >= n, at most ``context``."""
+        return min(self.context, 1 << (max(n, self.bucket) - 1).bit_length())
+
     def _positions_and_mask(self, n: int, k: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """Position ids and the additive mask of ``n`` real prefix tokens left-padded to
-        ``context`` (memoised per (n, k, device, dtype): at most ``context`` of them per k)."""
+        """Position ids and the additive mask of ``n`` real prefix tokens left-padded to their
+        bucket (memoised per (n, k, device, dtype): at most ``context`` of them per k)."""
         key = (n, k, device, dtype)
         cached = self._padded.get(key)
         if cached is None:
-            length = self.context + 1 + k
-            pad = self.context - n
+            width = self.padded_length(n)
+            length = width + 1 + k
+            pad = width - n
             positions = (torch.arange(length, device=device) - pad).clamp(min=0)[None]
             visible = padded_visible(torch.tensor([n + 1 + k], device=device), length, left=True)
             cached = self._padded[key] = (positions, to_additive(visible, dtype)[:, None])
@@ -105,11 +118,12 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         (``rows`` counts the real rows, as the eager drafter does)."""
         prefix = prefix[-self.context:]
         n = prefix.numel()
-        ids = torch.full((1, self.context + 1 + k), self.mask_token_id, dtype=torch.long, device=prefix.device)
-        ids[0, self.context - n:self.context] = prefix
-        ids[0, self.context] = self.sep_token_id
+        width = self.padded_length(n)
+        ids = torch.full((1, width + 1 + k), self.mask_token_id, dtype=torch.long, device=prefix.device)
+        ids[0, width - n:width] = prefix
+        ids[0, width] = self.sep_token_id
         positions, mask = self._positions_and_mask(n, k, prefix.device, next(self.hf_model.parameters()).dtype)
-        shape = ("deer", k)
+        shape = ("deer", width, k)
         first = self.compiled and shape not in self.compile_seconds
         start = time.perf_counter()
         with torch.inference_mode():

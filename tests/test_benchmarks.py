@@ -53,3 +53,15 @@ def test_compiled_decode_refuses_bad_sizes(monkeypatch):
     for flag in ("--width", "--repeats", "--new-tokens", "--prompts"):
         with pytest.raises(SystemExit):
             compiled.parse([flag, "0"])
+
+
+def test_compiled_drafters_refuses_bad_arguments(monkeypatch):
+    """benchmarks/compiled_drafters.py names a bad argument before it loads or compiles anything."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))                       # it imports decode_overhead
+    drafters = load("compiled_drafters")
+    args = drafters.parse(["--ks", "2,8", "--prefix-lengths", "16"])
+    assert args.ks == [2, 8] and args.prefix_lengths == [16]
+    for argv in (["--ks", "0"], ["--ks", "a,b"], ["--prefix-lengths", ""], ["--repeats", "0"],
+                 ["--cycles", "0"], ["--calls", "0"], ["--preset", "huge"]):
+        with pytest.raises(SystemExit):
+            drafters.parse(argv)

@@ -459,9 +459,10 @@ def test_15_any_order_speed_and_accuracy_on_the_math_slice():
 def test_compiled_path_benchmark():
     """README, *Decoder overhead* (compiled fast path): benchmarks/results/compiled_decode_cpu.json,
     written by benchmarks/compiled_decode.py from the code as it is (code key checked).  Measured:
-    ar 1.37x the eager path and 1.35x generate, 1.01x generate with a static cache and a compiled
-    forward; linear 1.34x, packed 1.30x, quadratic 1.24x; no response diverges from generate;
-    non-model share <= 10% on every schedule."""
+    ar 1.41x the eager path and 1.44x generate, 1.05x generate with a static cache and a compiled
+    forward (1.01x in the run before, so only "not below it" is asserted); linear 1.34x, packed
+    1.30x, quadratic 1.27x; no response diverges from generate; non-model share <= 10% on every
+    schedule."""
     from pathlib import Path
 
     from spec_lib.provenance import code_key
@@ -475,5 +476,27 @@ def test_compiled_path_benchmark():
     for schedule in ("ar", "linear", "packed", "quadratic"):
         assert ratios[f"{schedule}:compiled / {schedule}:eager"][1] > 1.1, ratios      # CI low end
     assert ratios["ar:compiled / generate"][1] > 1.2, ratios
-    assert ratios["ar:compiled / generate_static"][1] < 1.0 < ratios["ar:compiled / generate_static"][2], ratios
+    assert ratios["ar:compiled / generate_static"][0] >= 0.98 and ratios["ar:compiled / generate_static"][2] > 1.0, \
+        ratios
     assert all(share[0] <= 0.10 for share in report["compiled_non_model_share"].values())
+
+
+def test_compiled_drafters_benchmark():
+    """README, *Decoder overhead* (compiled drafters): benchmarks/results/compiled_drafters_cpu.json,
+    written by benchmarks/compiled_drafters.py from the code as it is (code key checked).
+    Measured: a DEER drafting pass 1.33-1.61x faster compiled (padded to its bucket) than eager,
+    at every prefix length and k; an AR drafting cycle 1.53-2.05x."""
+    from pathlib import Path
+
+    from spec_lib.provenance import code_key
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compiled_drafters_cpu.json"
+    report = json.loads(path.read_text())
+    assert report["code_version"] == code_key(["spec_lib.compiled_drafters", "spec_lib.drafters"]), \
+        "the committed benchmark was produced by other code: rerun benchmarks/compiled_drafters.py"
+    rows = {r["case"]: r for r in report["per_call"]}
+    assert len(rows) == 12, sorted(rows)
+    for case, row in rows.items():
+        assert row["speedup"][1] > 1.1, (case, row)               # CI low end: faster everywhere
+        assert row["compiled_ms_per_call"] < row["eager_ms_per_call"], (case, row)
+    assert max(r["speedup"][0] for c, r in rows.items() if c.startswith("ar_draft")) > 1.5, rows

@@ -57,13 +57,17 @@ def test_greedy_outputs_match_generate_float64(schedule, compile, trained_hf_mod
 def test_padded_diffusion_logits_equal_the_eager_drafter(drafters):
     eager = DiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT)
     static = StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT)
+    buckets = StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT, bucket=4)
+    assert [buckets.padded_length(n) for n in (1, 4, 5, 8, 9, 16, 40)] == [4, 4, 8, 8, 16, 16, 16]
+    assert static.padded_length(1) == CONTEXT
     for n in (1, 5, CONTEXT - 1, CONTEXT, CONTEXT + 9):        # padded, exactly full, truncated
         prefix = torch.arange(n) % (SEP_ID - 1) + 1
         for k in (1, 6):
             a, _, rows_a = eager.draft_logits(prefix, k)
-            b, _, rows_b = static.draft_logits(prefix, k)
-            assert rows_a == rows_b
-            torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+            for drafter in (static, buckets):
+                b, _, rows_b = drafter.draft_logits(prefix, k)
+                assert rows_a == rows_b
+                torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
     # negative control: a padding key left visible changes the logits of a short prefix
     positions, mask = static._positions_and_mask(3, 6, torch.device("cpu"), torch.float64)
     broken = mask.clone()
@@ -101,6 +105,8 @@ def test_bad_arguments_are_refused(drafters):
         StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=0)
     with pytest.raises(ValueError, match="context must leave room"):
         StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=10**6)
+    with pytest.raises(ValueError, match="bucket must be an int >= 1"):
+        StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT, bucket=0)
     with pytest.raises(TypeError, match="compile must be a bool"):
         StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT, compile=1)
     with pytest.raises(ValueError, match="mode must be one of"):
