@@ -41,16 +41,17 @@ RECOMPILE_LIMIT = 64
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def check_static_args(max_positions, max_cache_len, compile, mode) -> int:
-    """Validate the static path's arguments; returns ``max_cache_len`` (default ``max_positions``)."""
+def check_static_args(max_positions, max_cache_len, compile, mode, name: str = "max_cache_len") -> int:
+    """Validate the static path's arguments; returns ``max_cache_len`` (default ``max_positions``);
+    ``name`` is the argument's name in the caller's signature."""
     if max_cache_len is None:
         if max_positions is None:
-            raise ValueError("max_cache_len is required: the model's config has no max_position_embeddings")
+            raise ValueError(f"{name} is required: the model's config has no max_position_embeddings")
         max_cache_len = int(max_positions)
     if not isinstance(max_cache_len, int) or isinstance(max_cache_len, bool) or max_cache_len < 2:
-        raise ValueError(f"max_cache_len must be an int >= 2, got {max_cache_len!r}")
+        raise ValueError(f"{name} must be an int >= 2, got {max_cache_len!r}")
     if max_positions is not None and max_cache_len > max_positions:
-        raise ValueError(f"max_cache_len must be at most the model's max_position_embeddings ({max_positions}), "
+        raise ValueError(f"{name} must be at most the model's max_position_embeddings ({max_positions}), "
                          f"got {max_cache_len}")
     check_compile_args(compile, mode)
     return max_cache_len

@@ -20,9 +20,18 @@ protocol, same tokens and q):
   pass after the first of a cycle) run through ``torch.compile``; the first pass of a cycle
   feeds a variable number of verified tokens and runs eagerly over the same cache.
 
-Both keep the time of each shape's first (compiling) call in ``compile_seconds``.
-``tests/test_compiled.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with these
-drafters equal ``generate`` in float64, and that their draft logits equal the eager drafters'.
+* :class:`StaticBlockEditDrafter` (DFlash / DEdit, seed 002 Sec. 3): the drafter's context K/V
+  (the target's verified features, projected per layer) live in per-thread buffers of
+  ``max_context`` rows, written at a length pointer; each block pass reads the buffer up to a
+  bucket (the next power of two >= ``bucket`` and >= the rows written, at most
+  ``max_context``) through an additive mask that hides the rows not yet written, so a pass
+  (embeddings, the drafter, the LM head, the argmax) has a few shapes per k and runs through
+  ``torch.compile``; the K passes of a round (P1, then K - 1 edits) reuse one graph.
+
+All three keep the time of each shape's first (compiling) call in ``compile_seconds``.
+``tests/test_compiled_drafters.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with
+these drafters equal ``generate`` in float64, and that their draft logits equal the eager
+drafters'.
 """
 
 from __future__ import annotations
@@ -41,10 +50,11 @@ from .compiled import (
     thread_static_cache,
 )
 from .drafters.autoregressive import ARDrafter
+from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
 from .masks.predicates import padded_visible, to_additive
 
-__all__ = ["StaticDiffusionDrafter", "StaticARDrafter"]
+__all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter"]
 
 
 class _ShapeTimes:
@@ -209,3 +219,121 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
         if first:
             self._record(("ar_draft", 1), seconds)
         return logits, seconds
+
+
+class _StaticEditState:
+    """One thread's round state: the context K/V buffers and the rows written so far."""
+
+    def __init__(self, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.kv = kv
+        self.rows = 0
+        self.passes: list[int] = []
+
+
+class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
+    """:class:`~spec_lib.drafters.block_edit.BlockEditDrafter` with static context buffers.
+
+    Args:
+        target, network, passes, early_exit, stochastic: as for ``BlockEditDrafter``.
+        max_context: context rows per thread (the verified prefix must fit); default the
+            network's ``max_position_embeddings``.
+        bucket: shortest context slice a pass reads (rounded up to a power of two);
+            ``max_context`` for a single shape per k.
+        compile: run each block pass through ``torch.compile``.
+        mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+    """
+
+    def __init__(self, target, network, *, passes: int = 1, early_exit: bool = False, stochastic: str = "argmax",
+                 max_context: int | None = None, bucket: int = 32, compile: bool = False,
+                 mode: str | None = None) -> None:
+        super().__init__(target, network, passes=passes, early_exit=early_exit, stochastic=stochastic)
+        self.max_context = check_static_args(self.max_positions, max_context, compile, mode, name="max_context")
+        if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 1:
+            raise ValueError(f"bucket must be an int >= 1, got {bucket!r}")
+        self.bucket = bucket
+        self.compiled, self.mode = compile, mode
+        if compile:
+            raise_recompile_limit()
+        self._step = torch.compile(self._pass, dynamic=False, mode=mode) if compile else self._pass
+        self._init_shapes()
+
+    def _new_state(self) -> _StaticEditState:
+        if self.network.training:
+            self.network.eval()
+        parameter = next(self.network.parameters())
+        local = self._thread_local()
+        key = (parameter.dtype, parameter.device)
+        kv = getattr(local, "context_buffers", None)
+        if kv is None or getattr(local, "context_key", None) != key:
+            config = self.network.config
+            heads = config.num_key_value_heads or config.num_attention_heads
+            shape = (1, heads, self.max_context, self.network.layers[0].self_attn.head_dim)
+            kv = [(parameter.new_zeros(shape), parameter.new_zeros(shape)) for _ in self.network.layers]
+            local.context_buffers, local.context_key = kv, key
+        return _StaticEditState(kv)
+
+    def _extend_context(self, state: _StaticEditState, anchor_position: int) -> None:
+        """Write the target's newly verified features, projected per layer, at the pointer."""
+        new = self.target.features_from(state.rows)
+        n = new.shape[0]
+        if state.rows + n > self.max_context:
+            raise ValueError(f"max_context={self.max_context} is too small: the context needs {state.rows + n} "
+                             f"rows; build the drafter with a larger max_context")
+        if n:
+            positions = torch.arange(state.rows, state.rows + n, device=new.device)[None]
+            for (k_buf, v_buf), (k, v) in zip(state.kv, self.network.context_kv(new[None].to(self.network.dtype),
+                                                                              positions), strict=True):
+                k_buf[:, :, state.rows:state.rows + n] = k
+                v_buf[:, :, state.rows:state.rows + n] = v
+            state.rows += n
+        allowed = (0, anchor_position) if not state.passes else (anchor_position,)   # round 1: no features yet
+        if state.rows not in allowed:
+            raise RuntimeError(f"the drafter's context covers {state.rows} rows but the anchor is at position "
+                               f"{anchor_position}: decode on the same FeatureTarget the drafter was built with")
+
+    def _pass(self, block, positions, mask, kv):
+        """One block pass: logits of slots 1..k and their argmax (the next proposal)."""
+        embed, head = self.target.lm.get_input_embeddings(), self.target.lm.get_output_embeddings()
+        logits = head(self.network(embed(block)[None], positions, kv, mask)[0, 1:])
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        return logits, logits.argmax(-1)
+
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, list[float], list[int]]:
+        """As ``BlockEditDrafter.draft_logits``, each pass over the static context buffers."""
+        state = self.state
+        anchor_position = prefix.numel() - 1
+        dtype = next(self.network.parameters()).dtype
+        seconds, rows = [], []
+        with torch.inference_mode():
+            start = time.perf_counter()
+            before = state.rows
+            self._extend_context(state, anchor_position)
+            block = torch.full((k + 1,), self.mask_token_id, dtype=torch.long, device=prefix.device)
+            block[0] = prefix[-1]
+            positions = torch.arange(anchor_position, anchor_position + k + 1, device=prefix.device)[None]
+            width = min(self.max_context, 1 << (max(state.rows, self.bucket) - 1).bit_length())
+            context_kv = [(k_buf[:, :, :width], v_buf[:, :, :width]) for k_buf, v_buf in state.kv]
+            written = (torch.arange(width, device=prefix.device) < state.rows).expand(k + 1, -1)
+            visible = torch.cat([written, torch.ones(k + 1, k + 1, dtype=torch.bool, device=prefix.device)], 1)
+            mask = to_additive(visible, dtype)[None, None]
+            shape = ("dedit", width, k)
+            for step in range(self.passes):
+                first = self.compiled and shape not in self.compile_seconds
+                logits, proposal = self._step(block, positions, mask, context_kv)
+                changed = True
+                if self.early_exit and step:
+                    changed = bool((proposal != block[1:]).any())            # one host sync per pass
+                block[1:] = proposal
+                if logits.is_cuda:
+                    torch.cuda.synchronize(logits.device)
+                now = time.perf_counter()
+                if first:
+                    self._record(shape, now - start)
+                seconds.append(now - start)
+                rows.append(k + 1 + (state.rows - before if step == 0 else 0))
+                start = now
+                if not changed:
+                    break
+        state.passes.append(len(seconds))
+        return logits, seconds, rows

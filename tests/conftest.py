@@ -25,11 +25,16 @@ import torch
 from spec_lib.io import REPO_ROOT
 from spec_lib.models import DualModeLM, build_qwen3
 from spec_lib.toy import MarkovLM
-from spec_lib.training import d2a, next_token
+from spec_lib.drafters.feature_block import build_feature_block_drafter
+from spec_lib.training import block_edit, d2a, next_token
+from spec_lib.training.dedit import target_features
+from spec_lib.training.loop import fit
+from spec_lib.training.teacher import greedy_continuations
 from spec_lib.training.self_speculative import fit_dual_mode
 
 VOCAB = 48            # token ids 0..46 are text, 47 is MASK
 MASK_ID = VOCAB - 1
+DEDIT_WIDTH = 6        # the block of the test DEdit drafter (anchor + 5 masks)
 SEP_ID = VOCAB - 2      # a chain token reused as SEP by the test drafters (tests only)
 
 SMOKE_TIMEOUT_S = 1500
@@ -172,3 +177,38 @@ def drafters(trained_hf_model):
     _train(ar, 25, lambda: next_token.ar_batch(rows[torch.randint(0, rows.shape[0], (16,), generator=gen)]),
            lambda m, b: next_token.ar_loss(m, *b))
     return dllm, ar
+
+
+def _dedit_batch(hf_model, layer_ids, sequences, prompt_len, generator, n_anchors=8, width=DEDIT_WIDTH):
+    loss_mask = torch.zeros_like(sequences, dtype=torch.bool)
+    loss_mask[:, prompt_len:] = True
+    parts = block_edit.sample_anchors(sequences, loss_mask, n_anchors=n_anchors, width=width, mask_token_id=MASK_ID,
+                                      generator=generator)
+    return block_edit.AnchorBatch(target_features(hf_model, sequences, layer_ids), *parts)
+
+
+@pytest.fixture(scope="session")
+def trained_pair(trained_hf_model):
+    """The trained tiny target and a DEdit drafter trained briefly on the target's own greedy
+    continuations of chain prompts, as the pipeline trains on teacher answers (float64)."""
+    target_hf = copy.deepcopy(trained_hf_model).double().eval()
+    for p in target_hf.parameters():
+        p.requires_grad_(False)
+    network = build_feature_block_drafter(target_hf.config, num_layers=1, n_features=2, block_size=DEDIT_WIDTH,
+                                          mask_token_id=MASK_ID, seed=0).double()
+    prompts = torch.as_tensor(trained_hf_model.chain.sample_sequences(256, 8, seed=9), dtype=torch.long)
+    data = torch.cat([prompts, greedy_continuations(target_hf, prompts, 32, batch=256, pad_token_id=0,
+                                                    progress=False)], dim=1)
+    gen = torch.Generator().manual_seed(0)
+    weights = block_edit.position_weights(DEDIT_WIDTH, 2.0).double()
+    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
+    layer_ids = network.config.target_layer_ids
+
+    def make(step):
+        rows = data[torch.randint(0, len(data), (16,), generator=gen)]
+        return _dedit_batch(target_hf, layer_ids, rows, 8, gen)
+
+    history = fit(network, make, lambda m, b: block_edit.dedit_loss(m, embed, head, b, weights), steps=150, lr=3e-3,
+                  warmup=10, progress=False)
+    network.eval()
+    return target_hf, network, history

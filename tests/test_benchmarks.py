@@ -62,6 +62,6 @@ def test_compiled_drafters_refuses_bad_arguments(monkeypatch):
     args = drafters.parse(["--ks", "2,8", "--prefix-lengths", "16"])
     assert args.ks == [2, 8] and args.prefix_lengths == [16]
     for argv in (["--ks", "0"], ["--ks", "a,b"], ["--prefix-lengths", ""], ["--repeats", "0"],
-                 ["--cycles", "0"], ["--calls", "0"], ["--preset", "huge"]):
+                 ["--cycles", "0"], ["--calls", "0"], ["--passes", "0"], ["--dedit-tokens", "0"], ["--preset", "huge"]):
         with pytest.raises(SystemExit):
             drafters.parse(argv)

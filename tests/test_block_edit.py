@@ -6,7 +6,6 @@ catches), and the objectives' pieces (weights, anchors, ProposalMix) do what the
 
 from __future__ import annotations
 
-import copy
 import threading
 
 import numpy as np
@@ -16,51 +15,14 @@ from scipy import stats
 
 from spec_lib import decode
 from spec_lib.drafters.block_edit import BlockEditDrafter
-from spec_lib.drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter, target_layer_ids
+from spec_lib.drafters.feature_block import FeatureBlockDrafter, target_layer_ids
 from spec_lib.drafters.feature_target import FeatureTarget
 from spec_lib.training import block_edit
 from spec_lib.training.dedit import target_features
-from spec_lib.training.loop import fit
-from spec_lib.training.teacher import greedy_continuations
 
+from .conftest import DEDIT_WIDTH as WIDTH
 from .conftest import MASK_ID, VOCAB
 
-WIDTH = 6
-
-
-def _batch(hf_model, layer_ids, sequences, prompt_len, generator, n_anchors=8, width=WIDTH):
-    loss_mask = torch.zeros_like(sequences, dtype=torch.bool)
-    loss_mask[:, prompt_len:] = True
-    parts = block_edit.sample_anchors(sequences, loss_mask, n_anchors=n_anchors, width=width, mask_token_id=MASK_ID,
-                                      generator=generator)
-    return block_edit.AnchorBatch(target_features(hf_model, sequences, layer_ids), *parts)
-
-
-@pytest.fixture(scope="module")
-def trained_pair(trained_hf_model):
-    """The trained tiny target and a DEdit drafter trained briefly on the target's own greedy
-    continuations of chain prompts, as the pipeline trains on teacher answers (float64)."""
-    target_hf = copy.deepcopy(trained_hf_model).double().eval()
-    for p in target_hf.parameters():
-        p.requires_grad_(False)
-    network = build_feature_block_drafter(target_hf.config, num_layers=1, n_features=2, block_size=WIDTH,
-                                          mask_token_id=MASK_ID, seed=0).double()
-    prompts = torch.as_tensor(trained_hf_model.chain.sample_sequences(256, 8, seed=9), dtype=torch.long)
-    data = torch.cat([prompts, greedy_continuations(target_hf, prompts, 32, batch=256, pad_token_id=0,
-                                                    progress=False)], dim=1)
-    gen = torch.Generator().manual_seed(0)
-    weights = block_edit.position_weights(WIDTH, 2.0).double()
-    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
-    layer_ids = network.config.target_layer_ids
-
-    def make(step):
-        rows = data[torch.randint(0, len(data), (16,), generator=gen)]
-        return _batch(target_hf, layer_ids, rows, 8, gen)
-
-    history = fit(network, make, lambda m, b: block_edit.dedit_loss(m, embed, head, b, weights), steps=150, lr=3e-3,
-                  warmup=10, progress=False)
-    network.eval()
-    return target_hf, network, history
 
 
 def test_training_reduces_both_losses(trained_pair):

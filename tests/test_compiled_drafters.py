@@ -118,3 +118,88 @@ def test_bad_arguments_are_refused(drafters):
     small = StaticARDrafter(_copy(drafters[1]), max_cache_len=8)
     with pytest.raises(ValueError, match="max_cache_len=8 is too small"):
         small.draft(torch.arange(1, 10), 4, lambda logits: (logits.argmax(-1), None))
+
+
+# ----- DFlash / DEdit (seed 002) on static context buffers ------------------------------------
+
+from spec_lib.compiled_drafters import StaticBlockEditDrafter  # noqa: E402
+from spec_lib.drafters.block_edit import BlockEditDrafter  # noqa: E402
+from spec_lib.drafters.feature_target import FeatureTarget  # noqa: E402
+
+from .conftest import DEDIT_WIDTH as WIDTH  # noqa: E402
+
+
+@pytest.mark.parametrize("passes,early_exit,compile", [(1, False, False), (3, False, False), (4, True, False),
+                                                       pytest.param(3, False, True, marks=pytest.mark.slow)])
+def test_block_edit_greedy_outputs_equal_generate(trained_pair, passes, early_exit, compile):
+    """Losslessness in float64 with the static drafter, and its proposals equal the eager
+    drafter's round for round (same accepted lengths, same passes per round)."""
+    target_hf, network, _ = trained_pair
+    target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    static = StaticBlockEditDrafter(target, network, passes=passes, early_exit=early_exit, max_context=64,
+                                    compile=compile)
+    eager = BlockEditDrafter(target, network, passes=passes, early_exit=early_exit)
+    accepted = []
+    for seed in range(2 if compile else 3):
+        prompt = target_hf.chain.sample_sequences(1, 10, seed=100 + seed)[0].tolist()
+        res = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=30, drafter=static)
+        ref = target_hf.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False, eos_token_id=None,
+                                 pad_token_id=0)[0, len(prompt):].tolist()
+        assert res.tokens == ref
+        static_passes = static.passes_per_round
+        again = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=30, drafter=eager)
+        assert again.accepted == res.accepted and eager.passes_per_round == static_passes
+        accepted += res.accepted
+    assert sum(a >= 3 for a in accepted) >= 2, accepted
+    if compile:
+        assert {k for _, _, k in static.compile_seconds} == {WIDTH - 1}
+        assert {w for _, w, _ in static.compile_seconds} <= {32, 64}          # buckets of <= 50 rows
+
+
+def test_block_edit_logits_equal_the_eager_drafter_and_buffers_are_reused(trained_pair):
+    target_hf, network, _ = trained_pair
+    target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    static = StaticBlockEditDrafter(target, network, passes=3, max_context=64)
+    eager = BlockEditDrafter(target, network, passes=3)
+    prompt = list(range(3, 15))
+    result = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
+    buffer = static.state.kv[0][0]
+    prefix = torch.tensor(prompt + result.tokens)
+    a, _, _ = static.draft_logits(prefix, WIDTH - 1)                      # the next round, P3
+    decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=eager)
+    b, _, _ = eager.draft_logits(prefix, WIDTH - 1)
+    torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+    decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
+    assert static.state.kv[0][0].data_ptr() == buffer.data_ptr()          # reused, not reallocated
+    # the buffers are read only up to the pointer: garbage behind it changes nothing, the same
+    # garbage in a written row (the negative control) changes the logits
+    decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
+    same, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    state = static.state                                                  # this decode's (rows = prefix - 1)
+    assert state.rows == prefix.numel() - 1
+    for k_buf, v_buf in state.kv:
+        k_buf[:, :, state.rows:] = 1e3
+        v_buf[:, :, state.rows:] = 1e3
+    behind, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    torch.testing.assert_close(behind, same, rtol=1e-9, atol=1e-9)
+    for k_buf, v_buf in state.kv:
+        k_buf[:, :, 0] = 1e3
+        v_buf[:, :, 0] = 1e3
+    written, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    assert (written - same).abs().max() > 1e-3
+
+
+def test_block_edit_bad_arguments(trained_pair):
+    target_hf, network, _ = trained_pair
+    target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    with pytest.raises(ValueError, match="max_context must be an int >= 2"):
+        StaticBlockEditDrafter(target, network, max_context=1)
+    with pytest.raises(TypeError, match="compile must be a bool"):
+        StaticBlockEditDrafter(target, network, compile="yes")
+    with pytest.raises(ValueError, match="bucket must be an int >= 1"):
+        StaticBlockEditDrafter(target, network, bucket=0)
+    with pytest.raises(ValueError, match="passes must be an int"):
+        StaticBlockEditDrafter(target, network, passes=0)
+    small = StaticBlockEditDrafter(target, network, max_context=8)
+    with pytest.raises(ValueError, match="max_context=8 is too small"):
+        decode(target, list(range(3, 20)), schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=small)
