@@ -484,8 +484,11 @@ def test_compiled_path_benchmark():
 def test_compiled_drafters_benchmark():
     """README, *Decoder overhead* (compiled drafters): benchmarks/results/compiled_drafters_cpu.json,
     written by benchmarks/compiled_drafters.py from the code as it is (code key checked).
-    Measured: a DEER drafting pass 1.33-1.61x faster compiled (padded to its bucket) than eager,
-    at every prefix length and k; an AR drafting cycle 1.53-2.05x."""
+    Measured: a DEER drafting pass 1.36-1.48x faster compiled than eager at every prefix length
+    and k (CI low ends >= 1.24), an AR drafting cycle 1.44-1.69x (>= 1.26), a DEdit round (P3)
+    1.11-1.17x (>= 1.10).  Asserted with some room for the run-to-run spread (the ar_draft k = 8
+    case measured 2.05x in the run before): CI low above 1.15 for DEER and the AR drafter, above
+    1.0 for DEdit, whose median must exceed 1.05."""
     from pathlib import Path
 
     from spec_lib.provenance import code_key
@@ -495,8 +498,11 @@ def test_compiled_drafters_benchmark():
     assert report["code_version"] == code_key(["spec_lib.compiled_drafters", "spec_lib.drafters"]), \
         "the committed benchmark was produced by other code: rerun benchmarks/compiled_drafters.py"
     rows = {r["case"]: r for r in report["per_call"]}
-    assert len(rows) == 12, sorted(rows)
+    assert len(rows) == 15 and report["dedit_passes"] == 3, sorted(rows)
     for case, row in rows.items():
-        assert row["speedup"][1] > 1.1, (case, row)               # CI low end: faster everywhere
+        median, low, _ = row["speedup"]
+        if case.startswith("dedit"):
+            assert median > 1.05 and low > 1.0, (case, row)
+        else:
+            assert low > 1.15, (case, row)
         assert row["compiled_ms_per_call"] < row["eager_ms_per_call"], (case, row)
-    assert max(r["speedup"][0] for c, r in rows.items() if c.startswith("ar_draft")) > 1.5, rows
