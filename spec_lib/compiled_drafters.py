@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 import torch
 
+from .architectures import attention_window
 from .compiled import (
     check_compile_args,
     check_static_args,
@@ -49,7 +49,7 @@ from .compiled import (
     static_mask,
     thread_static_cache,
 )
-from .drafters.autoregressive import ARDrafter
+from .drafters.autoregressive import ARDrafter, _ARState
 from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
 from .masks.predicates import padded_visible, to_additive
@@ -146,13 +146,6 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         return logits, seconds, n + 1 + k
 
 
-@dataclass
-class _StaticARState:
-    cache: object                      # a _PointerCache (transformers StaticCache)
-    verified: int = 0
-    drafts: torch.Tensor | None = None
-
-
 class StaticARDrafter(_ShapeTimes, ARDrafter):
     """:class:`~spec_lib.drafters.autoregressive.ARDrafter` on a per-thread ``StaticCache``.
 
@@ -167,10 +160,10 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
     def __init__(self, hf_model, *, max_cache_len: int | None = None, compile: bool = False,
                  mode: str | None = None) -> None:
         super().__init__(hf_model)
-        text = self.config.get_text_config(decoder=True)
-        if getattr(text, "sliding_window", None) is not None and getattr(text, "use_sliding_window", True):
+        window = attention_window(self.config)
+        if window is not None:
             raise ValueError(f"StaticARDrafter supports full-attention models only; this {self.config.model_type} "
-                             f"model has a sliding window of {text.sliding_window}")
+                             f"model has a sliding window of {window}")
         self.max_cache_len = check_static_args(self.max_positions, max_cache_len, compile, mode)
         self.compiled, self.mode = compile, mode
         if compile:
@@ -179,18 +172,18 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
         self._one_row: dict[tuple, torch.Tensor] = {}
         self._init_shapes()
 
-    def _new_state(self) -> _StaticARState:
+    def _new_state(self) -> _ARState:
         if self.hf_model.training:
             self.hf_model.eval()
         parameter = next(self.hf_model.parameters())
         cache = thread_static_cache(self._thread_local(), self.config, self.max_cache_len, parameter)
-        return _StaticARState(cache, 0, torch.empty(0, dtype=torch.long))
+        return _ARState(cache, 0, torch.empty(0, dtype=torch.long))
 
     def _call(self, input_ids, position_ids, attention_mask, cache):
         return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
                              cache=cache, use_cache=True, logits_to_keep=1).logits
 
-    def _forward(self, state: _StaticARState, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def _forward(self, state: _ARState, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
         """One pass of ``ids`` over the cache (rows causal among themselves)."""
         cache_len = state.cache.get_seq_length()
         cache_len = int(cache_len) if isinstance(cache_len, int) else int(cache_len.item())
