@@ -506,3 +506,24 @@ def test_compiled_drafters_benchmark():
         else:
             assert median > 1.25 and low > 1.05, (case, row)
         assert row["compiled_ms_per_call"] < row["eager_ms_per_call"], (case, row)
+
+def test_fanout_benchmark():
+    """README, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
+    ``benchmarks/fanout_speed.py --profile cpu`` from the code as it is (code key checked).
+    Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), serial 2181 s, fanned out
+    over 2 local workers 1699 s, ratio 0.78 (the issue's target, 0.70, is not met on this
+    2-core machine and the README says so); 1424 of 1424 responses identical (tokens, NFE,
+    accepted counts).  Asserted: every response identical, and the fanned-out grid faster than
+    the serial one with room for the run-to-run spread of a single repeat (ratio < 0.9)."""
+    from pathlib import Path
+
+    from spec_lib.provenance import code_key
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "fanout_cpu.json"
+    report = json.loads(path.read_text())
+    assert report["code"] == code_key(["spec_lib.studies.bench", "spec_lib.studies.fanout"]), \
+        "the committed benchmark was produced by other code: rerun benchmarks/fanout_speed.py --profile cpu"
+    assert report["profile"] == "cpu" and report["workers"] == 2 and report["responses"] == 1424, report
+    assert report["identical_responses"] == report["responses"] and not report["differing"], report["differing"]
+    assert report["ratio_of_medians"] < 0.9, report["ratio_of_medians"]
+    assert report["meets_target"] == (report["ratio_of_medians"] <= report["target"])
