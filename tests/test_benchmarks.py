@@ -65,3 +65,14 @@ def test_compiled_drafters_refuses_bad_arguments(monkeypatch):
                  ["--cycles", "0"], ["--calls", "0"], ["--passes", "0"], ["--dedit-tokens", "0"], ["--preset", "huge"]):
         with pytest.raises(SystemExit):
             drafters.parse(argv)
+
+
+def test_compile_options_refuses_bad_sizes(monkeypatch):
+    """benchmarks/compile_options.py names a bad size before it loads or compiles anything."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))                       # it imports decode_overhead
+    options = load("compile_options")
+    assert options.parse(["--rounds", "3"]).rounds == 3
+    assert set(options.VARIANTS) == {"default", "cpp_wrapper", "tensor_guards", "cpp_wrapper+tensor_guards"}
+    for flag in ("--rounds", "--new-tokens", "--prompts", "--max-prompt-tokens"):
+        with pytest.raises(SystemExit):
+            options.parse([flag, "0"])

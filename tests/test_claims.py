@@ -527,3 +527,23 @@ def test_fanout_benchmark():
     assert report["identical_responses"] == report["responses"] and not report["differing"], report["differing"]
     assert report["ratio_of_medians"] < 0.9, report["ratio_of_medians"]
     assert report["meets_target"] == (report["ratio_of_medians"] <= report["target"])
+
+
+def test_compile_options_benchmark():
+    """README, *Decoder overhead* (what more inductor options would buy):
+    benchmarks/results/compile_options_cpu.json, written by benchmarks/compile_options.py from
+    the code as it is (code key checked).  Measured: the C++ wrapper and the tensor-only guards
+    together 1.15x [1.09, 1.33] the library's compiled ar path, 1.72x [1.53, 1.78] generate;
+    no response diverged.  Asserted: no divergence; both together faster than the default
+    (CI low end > 1.0); and every variant's median short of 2x generate, as the README says."""
+    from pathlib import Path
+
+    from spec_lib.provenance import code_key
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compile_options_cpu.json"
+    report = json.loads(path.read_text())
+    assert report["code_version"] == code_key(["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"]), \
+        "the committed benchmark was produced by other code: rerun benchmarks/compile_options.py"
+    assert not any(report["divergent_responses"].values()), report["divergent_responses"]
+    assert report["over_default"]["cpp_wrapper+tensor_guards"][1] > 1.0, report["over_default"]
+    assert all(report["over_generate"][v][0] < 2.0 for v in report["variants"]), report["over_generate"]
