@@ -38,12 +38,11 @@ from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
-from spec_lib.studies import bench
 from spec_lib.training.checkpoints import load_model
 
-from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
+from compiled_decode import greedy_generate, require_positive, slice_prompts   # benchmarks/ is on sys.path
+from decode_overhead import median_ci
 
-SLICES = ("code", "stdlib", "math")
 VARIANTS = {
     "default": None,
     "cpp_wrapper": {"cpp_wrapper": True},
@@ -61,9 +60,7 @@ def parse(argv):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=None, help="write the numbers as JSON to this path")
     args = parser.parse_args(argv)
-    for name in ("prompts", "max_prompt_tokens", "new_tokens", "rounds"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    require_positive(parser, args, ("prompts", "max_prompt_tokens", "new_tokens", "rounds"))
     return args
 
 
@@ -71,18 +68,11 @@ def main(argv=None) -> int:
     args = parse(argv)
     eager, tokenizer = load_model(args.preset, progress=True)
     hf_model = eager.hf_model
-    prompts = [torch.tensor(p) for name in SLICES
-               for p in bench.slice_prompts(tokenizer, {name: args.prompts}, args.max_prompt_tokens)[name]]
+    prompts = slice_prompts(tokenizer, args.prompts, args.max_prompt_tokens)
     max_cache_len = args.max_prompt_tokens + args.new_tokens + 2
 
     def run_generate(prompt):
-        ones = torch.ones(1, prompt.numel(), dtype=torch.long)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = hf_model.generate(prompt[None], attention_mask=ones, max_new_tokens=args.new_tokens,
-                                    min_new_tokens=args.new_tokens, do_sample=False, eos_token_id=None,
-                                    pad_token_id=eager.mask_token_id)
-        return out[0, prompt.numel():].tolist(), time.perf_counter() - start
+        return greedy_generate(hf_model, prompt, args.new_tokens, eager.mask_token_id)
 
     references = [run_generate(p)[0] for p in prompts]          # also warms generate up
     walls = {name: [] for name in [*VARIANTS, "generate"]}

@@ -51,10 +51,33 @@ def parse(argv):
     parser.add_argument("--mode", default=None, help="torch.compile mode (default: inductor's default)")
     parser.add_argument("--out", default=None, help="write the numbers as JSON to this path")
     args = parser.parse_args(argv)
-    for name in ("prompts", "max_prompt_tokens", "new_tokens", "width", "quadratic_width", "repeats"):
+    require_positive(parser, args, ("prompts", "max_prompt_tokens", "new_tokens", "width", "quadratic_width",
+                                    "repeats"))
+    return args
+
+
+def require_positive(parser, args, names) -> None:
+    """A usage error naming the first of ``names`` that is below 1."""
+    for name in names:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    return args
+
+
+def slice_prompts(tokenizer, per_slice: int, max_prompt_tokens: int) -> list[torch.Tensor]:
+    """``per_slice`` prompts of each of :data:`SLICES`, as token tensors."""
+    return [torch.tensor(p) for name in SLICES
+            for p in bench.slice_prompts(tokenizer, {name: per_slice}, max_prompt_tokens)[name]]
+
+
+def greedy_generate(model, prompt: torch.Tensor, new_tokens: int, pad_token_id: int) -> tuple[list[int], float]:
+    """``model.generate`` greedy for exactly ``new_tokens`` tokens: (new token ids, seconds)."""
+    ones = torch.ones(1, prompt.numel(), dtype=torch.long)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(prompt[None], attention_mask=ones, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, do_sample=False, eos_token_id=None,
+                             pad_token_id=pad_token_id)
+    return out[0, prompt.numel():].tolist(), time.perf_counter() - start
 
 
 def main(argv=None) -> int:
@@ -73,17 +96,10 @@ def main(argv=None) -> int:
     hf_static.forward = torch.compile(hf_static.forward, mode=args.mode)
     pad = eager.mask_token_id
 
-    prompts = [torch.tensor(p) for name in SLICES
-               for p in bench.slice_prompts(tokenizer, {name: args.prompts}, args.max_prompt_tokens)[name]]
+    prompts = slice_prompts(tokenizer, args.prompts, args.max_prompt_tokens)
 
     def run_generate(model, prompt):
-        ones = torch.ones(1, prompt.numel(), dtype=torch.long)
-        start = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(prompt[None], attention_mask=ones, max_new_tokens=args.new_tokens,
-                                 min_new_tokens=args.new_tokens, do_sample=False, eos_token_id=None,
-                                 pad_token_id=pad)
-        return out[0, prompt.numel():].tolist(), time.perf_counter() - start
+        return greedy_generate(model, prompt, args.new_tokens, pad)
 
     start = time.perf_counter()
     compile_seconds = {}
