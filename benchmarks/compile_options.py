@@ -15,9 +15,9 @@ each variant below, against ``hf_model.generate`` (eager, default cache) in the 
   graph built for another;
 - ``cpp_wrapper+tensor_guards``: both.
 
-Each round runs every variant once, in order, after ``torch._dynamo.reset()`` (the variants
-share ``StaticDualModeLM._forward``'s code object, so one variant's graphs must not serve
-another); compile time is paid in a warm-up outside the timing, and the first round's warm-up
+Each round runs every variant once, in an order rotated from round to round, each after
+``torch._dynamo.reset()`` (the variants share ``StaticDualModeLM._forward``'s code object, so
+one variant's graphs must not serve another); compile time is paid in a warm-up outside the timing, and the first round's warm-up
 seconds are reported (inductor's on-disk cache serves later rounds).  Every response is
 compared with ``generate``'s.  Medians over rounds with 95% bootstrap CIs.
 
@@ -79,7 +79,9 @@ def main(argv=None) -> int:
     warm_up_seconds, divergent = {}, dict.fromkeys(VARIANTS, 0)
     for rnd in tqdm(range(args.rounds), desc="rounds"):
         walls["generate"].append(sum(run_generate(p)[1] for p in prompts))
-        for name, options in VARIANTS.items():
+        names = list(VARIANTS)
+        for name in names[rnd % len(names):] + names[:rnd % len(names)]:     # order rotated per round
+            options = VARIANTS[name]
             torch._dynamo.reset()
             model = StaticDualModeLM(hf_model, eager.mask_token_id, compile=True, max_cache_len=max_cache_len)
             if options is not None:                 # the experiment: the same forward, other options
@@ -87,8 +89,7 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             for prompt in prompts[:2]:
                 decode(model, prompt, schedule="ar", width=1, max_new_tokens=8)
-            if rnd == 0:
-                warm_up_seconds[name] = time.perf_counter() - start
+            warm_up_seconds.setdefault(name, time.perf_counter() - start)
             wall = 0.0
             for prompt, reference in zip(prompts, references):
                 res = decode(model, prompt, schedule="ar", width=1, max_new_tokens=args.new_tokens)

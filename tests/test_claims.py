@@ -532,10 +532,11 @@ def test_fanout_benchmark():
 def test_compile_options_benchmark():
     """README, *Decoder overhead* (what more inductor options would buy):
     benchmarks/results/compile_options_cpu.json, written by benchmarks/compile_options.py from
-    the code as it is (code key checked).  Measured: the C++ wrapper and the tensor-only guards
-    together 1.15x [1.09, 1.33] the library's compiled ar path, 1.72x [1.53, 1.78] generate;
-    no response diverged.  Asserted: no divergence; both together faster than the default
-    (CI low end > 1.0); and every variant's median short of 2x generate, as the README says."""
+    the code as it is (code key checked).  Measured over the library's compiled ar path: C++
+    wrapper 1.00x [0.94, 1.10], tensor-only guards 1.05x [0.80, 1.12], both 1.08x [0.98, 1.22];
+    both 1.59x generate; no response diverged.  Asserted, as the README says: no divergence; no
+    variant clearly faster than the default (every CI low end <= 1.0, medians within 0.9-1.2);
+    every variant's median short of 2x generate."""
     from pathlib import Path
 
     from spec_lib.provenance import code_key
@@ -545,5 +546,7 @@ def test_compile_options_benchmark():
     assert report["code_version"] == code_key(["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"]), \
         "the committed benchmark was produced by other code: rerun benchmarks/compile_options.py"
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
-    assert report["over_default"]["cpp_wrapper+tensor_guards"][1] > 1.0, report["over_default"]
-    assert all(report["over_generate"][v][0] < 2.0 for v in report["variants"]), report["over_generate"]
+    for variant in report["variants"]:
+        median, low, _ = report["over_default"][variant]
+        assert low <= 1.0 and 0.9 <= median <= 1.2, (variant, report["over_default"])
+        assert report["over_generate"][variant][0] < 2.0, report["over_generate"]
