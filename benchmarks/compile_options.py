@@ -17,9 +17,10 @@ each variant below, against ``hf_model.generate`` (eager, default cache) in the 
 
 Each round runs every variant once, in an order rotated from round to round, each after
 ``torch._dynamo.reset()`` (the variants share ``StaticDualModeLM._forward``'s code object, so
-one variant's graphs must not serve another); compile time is paid in a warm-up outside the timing, and the first round's warm-up
-seconds are reported (inductor's on-disk cache serves later rounds).  Every response is
-compared with ``generate``'s.  Medians over rounds with 95% bootstrap CIs.
+one variant's graphs must not serve another).  Compile time is paid in a warm-up outside the
+timing; each variant's first warm-up is reported (inductor's on-disk cache serves later ones,
+and may already hold a graph).  Every response is compared with ``generate``'s.  Medians over
+rounds with 95% bootstrap CIs.
 
     python benchmarks/compile_options.py [--preset cpu] [--rounds 5] [--out benchmarks/results/compile_options_cpu.json]
 """
@@ -77,9 +78,9 @@ def main(argv=None) -> int:
     references = [run_generate(p)[0] for p in prompts]          # also warms generate up
     walls = {name: [] for name in [*VARIANTS, "generate"]}
     warm_up_seconds, divergent = {}, dict.fromkeys(VARIANTS, 0)
+    names = list(VARIANTS)
     for rnd in tqdm(range(args.rounds), desc="rounds"):
         walls["generate"].append(sum(run_generate(p)[1] for p in prompts))
-        names = list(VARIANTS)
         for name in names[rnd % len(names):] + names[:rnd % len(names)]:     # order rotated per round
             options = VARIANTS[name]
             torch._dynamo.reset()

@@ -456,6 +456,18 @@ def test_15_any_order_speed_and_accuracy_on_the_math_slice():
     assert all(r["max_rows"] <= r["table2_max"] for r in m["rows"])
 
 
+def benchmark_report(stem: str, modules: list[str], script: str, key: str = "code_version") -> dict:
+    """benchmarks/results/``stem``.json, after checking that its code key (field ``key``) is the
+    current code's for ``modules``, so the committed numbers come from the code as it is."""
+    from pathlib import Path
+
+    from spec_lib.provenance import code_key
+
+    report = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / f"{stem}.json").read_text())
+    assert report[key] == code_key(modules), f"the committed benchmark was produced by other code: rerun {script}"
+    return report
+
+
 def test_compiled_path_benchmark():
     """README, *Decoder overhead* (compiled fast path): benchmarks/results/compiled_decode_cpu.json,
     written by benchmarks/compiled_decode.py from the code as it is (code key checked).  Measured:
@@ -463,14 +475,8 @@ def test_compiled_path_benchmark():
     forward (1.01x in the run before, so only "not below it" is asserted); linear 1.34x, packed
     1.30x, quadratic 1.27x; no response diverges from generate; non-model share <= 10% on every
     schedule."""
-    from pathlib import Path
-
-    from spec_lib.provenance import code_key
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compiled_decode_cpu.json"
-    report = json.loads(path.read_text())
-    assert report["code_version"] == code_key(["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"]), \
-        "the committed benchmark was produced by other code: rerun benchmarks/compiled_decode.py"
+    report = benchmark_report("compiled_decode_cpu", ["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"],
+                              "benchmarks/compiled_decode.py")
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
     ratios = report["ratios"]
     for schedule in ("ar", "linear", "packed", "quadratic"):
@@ -489,14 +495,8 @@ def test_compiled_drafters_benchmark():
     1.15-1.22x (>= 1.12).  Asserted with room for the run-to-run spread (the AR cycle at k = 8
     measured 2.05x and 1.44x in earlier runs): for DEER and the AR drafter a median above 1.25
     and a CI low end above 1.05; for DEdit a median above 1.05 and a CI low end above 1.0."""
-    from pathlib import Path
-
-    from spec_lib.provenance import code_key
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compiled_drafters_cpu.json"
-    report = json.loads(path.read_text())
-    assert report["code_version"] == code_key(["spec_lib.compiled_drafters", "spec_lib.drafters"]), \
-        "the committed benchmark was produced by other code: rerun benchmarks/compiled_drafters.py"
+    report = benchmark_report("compiled_drafters_cpu", ["spec_lib.compiled_drafters", "spec_lib.drafters"],
+                              "benchmarks/compiled_drafters.py")
     rows = {r["case"]: r for r in report["per_call"]}
     assert len(rows) == 15 and report["dedit_passes"] == 3, sorted(rows)
     for case, row in rows.items():
@@ -515,14 +515,8 @@ def test_fanout_benchmark():
     2-core machine and the README says so); 1424 of 1424 responses identical (tokens, NFE,
     accepted counts).  Asserted: every response identical, and the fanned-out grid faster than
     the serial one with room for the run-to-run spread of a single repeat (ratio < 0.9)."""
-    from pathlib import Path
-
-    from spec_lib.provenance import code_key
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "fanout_cpu.json"
-    report = json.loads(path.read_text())
-    assert report["code"] == code_key(["spec_lib.studies.bench", "spec_lib.studies.fanout"]), \
-        "the committed benchmark was produced by other code: rerun benchmarks/fanout_speed.py --profile cpu"
+    report = benchmark_report("fanout_cpu", ["spec_lib.studies.bench", "spec_lib.studies.fanout"],
+                              "benchmarks/fanout_speed.py --profile cpu", key="code")
     assert report["profile"] == "cpu" and report["workers"] == 2 and report["responses"] == 1424, report
     assert report["identical_responses"] == report["responses"] and not report["differing"], report["differing"]
     assert report["ratio_of_medians"] < 0.9, report["ratio_of_medians"]
@@ -537,14 +531,8 @@ def test_compile_options_benchmark():
     both 1.59x generate; no response diverged.  Asserted, as the README says: no divergence; no
     variant clearly faster than the default (every CI low end <= 1.0, medians within 0.9-1.2);
     every variant's median short of 2x generate."""
-    from pathlib import Path
-
-    from spec_lib.provenance import code_key
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "compile_options_cpu.json"
-    report = json.loads(path.read_text())
-    assert report["code_version"] == code_key(["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"]), \
-        "the committed benchmark was produced by other code: rerun benchmarks/compile_options.py"
+    report = benchmark_report("compile_options_cpu", ["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"],
+                              "benchmarks/compile_options.py")
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
     for variant in report["variants"]:
         median, low, _ = report["over_default"][variant]
