@@ -15,8 +15,21 @@ Public entry points: :func:`decode` (left-to-right schedules, stop sequences, an
 verification with ``order=``, :mod:`spec_lib.decoding`) and :class:`DecodeResult`; ``SCHEDULES``.
 """
 
-from .decoding import decode
-from .schedules import SCHEDULES, DecodeResult
-
 __all__ = ["decode", "DecodeResult", "SCHEDULES"]
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str):
+    """The entry points load on first use (PEP 562), so that ``import spec_lib.notebook.run``
+    or ``spec_lib.io`` does not import torch: the runner and each notebook kernel start faster."""
+    if name == "decode":
+        from .decoding import decode
+        return decode
+    if name in ("SCHEDULES", "DecodeResult"):
+        from . import schedules
+        return getattr(schedules, name)
+    raise AttributeError(f"module 'spec_lib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -120,9 +120,9 @@ def test_greedy_equals_generate_float64(trained_hf_model):
 
 
 def test_sampling_is_exact_and_the_negative_control_is_caught():
-    configs = [dict(branches=b, width=2, n=4000, temperature=1.0, draft_noise=0.5, chain_seed=3, sample_seed=i)
+    configs = [dict(branches=b, width=2, n=2000, temperature=1.0, draft_noise=0.5, chain_seed=3, sample_seed=i)
                for i, b in enumerate(("full", "first:2", "likely:2"))]
-    configs.append(dict(branches="first:3", width=2, n=4000, temperature=1.0, draft_noise=0.5, chain_seed=3,
+    configs.append(dict(branches="first:3", width=2, n=2000, temperature=1.0, draft_noise=0.5, chain_seed=3,
                         sample_seed=9, ablation="branch_argmax"))
     fits = pb.exactness_fits(configs, vocab_size=4, eos_token_id=0, prompt=[1], length=4, workers=1, progress=False)
     correct = fits[fits["role"] == "correct"]
