@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -97,3 +99,15 @@ def test_the_repository_cites_no_missing_design_file():
     assert not [p.name for p in texts if re.search(r"\bDESIGN\.md\b", p.read_text())]
     assert (root / "docs" / "architecture.md").is_file()
     assert "docs/architecture.md" in (root / "README.md").read_text()
+
+
+def test_the_runner_and_results_start_without_torch():
+    """``spec_lib``'s entry points load lazily: the runner, the results module every notebook
+    imports, and the package itself start without importing torch (about 3 s per notebook
+    kernel and runner start), and ``spec_lib.decode`` still resolves on first use."""
+    code = ("import sys, spec_lib, spec_lib.notebook.run, spec_lib.notebook.results\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n"
+            "from spec_lib import decode, DecodeResult, SCHEDULES\n"
+            "assert 'torch' in sys.modules and callable(decode) and 'packed' in SCHEDULES\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
