@@ -1,0 +1,65 @@
+"""The trained Domino and DSpark baselines, wrapped for decoding (seed 002).
+
+:func:`load_baselines` trains a :data:`BASELINE_PRESETS` entry on first use
+(:func:`spec_lib.training.baselines.save_baselines`) and returns its networks;
+:func:`baseline_drafter` wraps one for a :class:`~spec_lib.drafters.feature_target.FeatureTarget`
+(the DFlash / DEdit bundle's target, :func:`spec_lib.training.block_drafters.load_block_drafters`,
+whose layers the heads read too).  Kept apart from the training pipeline so that decoding
+code does not enter the checkpoints' cache key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from ..drafters.domino import DominoNetwork
+from ..drafters.dspark import DSparkNetwork
+from ..drafters.feature_target import FeatureTarget
+from ..drafters.head_block import HeadBlockDrafter
+from .baselines import BaselineConfig, baseline_cache_key, save_baselines
+from .block_drafters import DEDIT_PRESETS
+
+#: The presets, on the same DEdit preset's data, backbone, W and steps (``smoke``: seconds).
+BASELINE_PRESETS: dict[str, BaselineConfig] = {
+    "smoke": BaselineConfig(dedit=DEDIT_PRESETS["smoke"], gru_hidden=16, mlp_hidden=16, markov_rank=8),
+    "cpu": BaselineConfig(dedit=DEDIT_PRESETS["cpu"]),
+}
+
+_CLASSES = {"domino": DominoNetwork, "dspark": DSparkNetwork}
+
+
+@dataclass
+class Baselines:
+    """The trained heads of a preset, their training history and record."""
+
+    networks: dict
+    history: pd.DataFrame
+    record: dict = field(default_factory=dict)
+    config: BaselineConfig | None = None
+
+    def drafter(self, target: FeatureTarget, kind: str, **options) -> HeadBlockDrafter:
+        """A :class:`HeadBlockDrafter` of ``kind`` on ``target``; ``options``: ``confidence_threshold``."""
+        if kind not in self.networks:
+            raise ValueError(f"kind must be one of {list(self.networks)}, got {kind!r}")
+        return HeadBlockDrafter(target, self.networks[kind], **options)
+
+
+def load_baselines(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> Baselines:
+    """The baselines of ``preset``: cached, or trained now and cached."""
+    if preset not in BASELINE_PRESETS:
+        raise ValueError(f"preset must be one of {list(BASELINE_PRESETS)}, got {preset!r}")
+    config = BASELINE_PRESETS[preset]
+    path = save_baselines(config, progress)
+    record = json.loads((path / "record.json").read_text())
+    networks = {kind: _CLASSES[kind].from_pretrained(path / kind, local_files_only=True, dtype=torch.float32)
+                .to(device).eval() for kind in config.kinds}
+    return Baselines(networks, pd.read_csv(path / "history.csv"), record, config)
+
+
+def baseline_key(preset: str) -> str:
+    """The cache key the current code computes for a preset's baselines (what results record)."""
+    return baseline_cache_key(BASELINE_PRESETS[preset])
