@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import decode
+from ..drafters.head_block import HeadBlockDrafter
 
 
 def training_summary(history: pd.DataFrame) -> pd.DataFrame:
@@ -25,6 +26,9 @@ def verified_lengths(target, drafters: dict, prompts: dict, width: int, *, max_n
     """Greedy decodes of every prompt with each labelled DSpark drafter (``{label: drafter}``):
     per label and slice, the mean number of drafts sent to verification per round, the share
     of rounds cut below ``width``, and the tokens appended per round (bonus included)."""
+    wrong = {label: type(d).__name__ for label, d in drafters.items() if not isinstance(d, HeadBlockDrafter)}
+    if wrong or not drafters:
+        raise TypeError(f"drafters must be a non-empty {{label: HeadBlockDrafter}}, got {wrong or drafters}")
     rows = []
     for label, drafter in drafters.items():
         for name, items in prompts.items():
