@@ -269,3 +269,17 @@ def test_verified_lengths_table_counts_the_cut(trained_heads):
     assert table.loc["all", "tokens_per_round"] > 1.5
     assert table.loc["none", "verified_per_round"] == 0 and table.loc["none", "cut_share"] == 1
     assert table.loc["none", "tokens_per_round"] == 1 and table.loc["none", "rounds"] == 24
+
+
+def test_training_summary_reads_first_and_final_heldout_rows():
+    import pandas as pd
+
+    from spec_lib.studies.baselines import training_summary
+
+    rows = [{"model": m, "step": s, "split": split, "objective": o, "accuracy": a, "seconds": s / 10}
+            for m, offset in (("domino", 0.0), ("dspark", 1.0))
+            for s, split, o, a in ((1, "train", 9.0, 0.1), (10, "heldout", 3.0 + offset, 0.4), (20, "heldout", 2.0, 0.6))]
+    table = training_summary(pd.DataFrame(rows)).set_index("head")
+    assert table.loc["dspark", "first_objective"] == 4.0 and table.loc["dspark", "final_objective"] == 2.0
+    assert table.loc["domino", "final_accuracy"] == 0.6 and table.loc["domino", "steps"] == 20
+    assert table.loc["domino", "train_seconds"] == 0.1 and "final_tv" not in table
