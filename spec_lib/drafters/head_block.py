@@ -60,10 +60,6 @@ class HeadBlockDrafter(BlockEditDrafter):
         (DSpark's confidence cut makes them shorter than k)."""
         return list(self.state.lengths)
 
-    def positions_needed(self, prefix_len: int, k: int) -> int:
-        """Block rows run from the anchor to prefix_len + k - 2; verification needs prefix_len + k."""
-        return prefix_len + k
-
     def draft_logits(self, prefix: torch.Tensor, k: int):
         """``(logits (k, V), tokens (k,), confidence (k,) or None, seconds, rows)`` of one round."""
         state = self.state

@@ -2,7 +2,7 @@
 
 :func:`load_baselines` trains a :data:`BASELINE_PRESETS` entry on first use
 (:func:`spec_lib.training.baselines.save_baselines`) and returns its networks;
-:func:`baseline_drafter` wraps one for a :class:`~spec_lib.drafters.feature_target.FeatureTarget`
+:meth:`Baselines.drafter` wraps one for a :class:`~spec_lib.drafters.feature_target.FeatureTarget`
 (the DFlash / DEdit bundle's target, :func:`spec_lib.training.block_drafters.load_block_drafters`,
 whose layers the heads read too).  Kept apart from the training pipeline so that decoding
 code does not enter the checkpoints' cache key.
