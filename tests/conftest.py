@@ -28,8 +28,8 @@ from spec_lib.io import REPO_ROOT
 from spec_lib.models import DualModeLM, build_qwen3
 from spec_lib.toy import MarkovLM
 from spec_lib.drafters.feature_block import build_feature_block_drafter
-from spec_lib.training import block_edit, d2a, next_token
-from spec_lib.training.dedit import target_features
+from spec_lib.training import baselines, block_edit, d2a, next_token
+from spec_lib.training.dedit import DEditConfig, target_features
 from spec_lib.training.loop import fit
 from spec_lib.training.teacher import greedy_continuations
 from spec_lib.training.self_speculative import fit_dual_mode
@@ -38,6 +38,11 @@ VOCAB = 48            # token ids 0..46 are text, 47 is MASK
 MASK_ID = VOCAB - 1
 DEDIT_WIDTH = 6        # the block of the test DEdit drafter (anchor + 5 masks)
 SEP_ID = VOCAB - 2      # a chain token reused as SEP by the test drafters (tests only)
+
+HEADS_WIDTH = 5             # Domino / DSpark block rows = drafted candidates (anchor = first prediction slot)
+HEADS_PROMPT_LEN = 8
+HEADS_CONFIG = baselines.BaselineConfig(dedit=DEditConfig(width=HEADS_WIDTH, gamma=2.0, n_anchors=8), gru_hidden=16,
+                                        mlp_hidden=16, markov_rank=8)
 
 SMOKE_TIMEOUT_S = 1500
 _SMOKE: dict = {}      # the background smoke run: proc, out (output root), log (path)
@@ -214,3 +219,41 @@ def trained_pair(trained_hf_model):
                   warmup=10, progress=False)
     network.eval()
     return target_hf, network, history
+
+
+@pytest.fixture(scope="session")
+def trained_heads(trained_hf_model):
+    """The tiny trained target (float64) and Domino / DSpark trained briefly on its greedy
+    continuations of chain prompts, from the same initial backbone (seed 002's baselines)."""
+    target_hf = copy.deepcopy(trained_hf_model).double().eval()
+    for p in target_hf.parameters():
+        p.requires_grad_(False)
+    initial = build_feature_block_drafter(target_hf.config, num_layers=1, n_features=2, block_size=HEADS_WIDTH,
+                                          mask_token_id=MASK_ID, seed=0)
+    prompts = torch.as_tensor(trained_hf_model.chain.sample_sequences(256, HEADS_PROMPT_LEN, seed=9), dtype=torch.long)
+    answers = greedy_continuations(target_hf, prompts, 32, batch=256, pad_token_id=0, progress=False)
+    layer_ids = list(initial.config.target_layer_ids)
+    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
+    weights = baselines.shifted_weights(HEADS_WIDTH, 2.0).double()
+    trained = {}
+    for kind in ("domino", "dspark"):
+        gen = torch.Generator().manual_seed(0)
+        network = baselines._network(kind, HEADS_CONFIG, initial).double()
+
+        def make(step, gen=gen, kind=kind):
+            pick = torch.randint(0, len(prompts), (16,), generator=gen)
+            batch = baselines.shifted_batch(HEADS_CONFIG, target_hf, layer_ids, prompts[pick], answers[pick], MASK_ID,
+                                            gen, with_target=kind == "dspark")
+            batch.lam = max(0.0, 1 - step / 50)
+            return batch
+
+        if kind == "domino":
+            def loss(m, b):
+                return baselines.domino_loss(m, embed, head, b, weights)
+        else:
+            def loss(m, b):
+                return baselines.dspark_loss(m, embed, head, b, weights, ce_weight=0.1, tv_weight=0.9, conf_weight=1.0)
+
+        history = fit(network, make, loss, steps=150, lr=3e-3, warmup=10, progress=False)
+        trained[kind] = (network.eval(), history)
+    return target_hf, trained, (prompts, answers, layer_ids)

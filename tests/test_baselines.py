@@ -6,7 +6,6 @@ control), checkpoints, and named errors."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 import numpy as np
@@ -22,54 +21,10 @@ from spec_lib.drafters.feature_target import FeatureTarget
 from spec_lib.drafters.head_block import HeadBlockDrafter
 from spec_lib.training import baselines
 from spec_lib.training.block_edit import IGNORE
-from spec_lib.training.dedit import DEditConfig
-from spec_lib.training.loop import fit
-from spec_lib.training.teacher import greedy_continuations
 
-from .conftest import MASK_ID, VOCAB
+from .conftest import HEADS_CONFIG, HEADS_PROMPT_LEN, HEADS_WIDTH, MASK_ID, VOCAB
 
-WIDTH = 5                  # block rows = drafted candidates (the anchor is the first prediction slot)
-PROMPT_LEN = 8
-CONFIG = baselines.BaselineConfig(dedit=DEditConfig(width=WIDTH, gamma=2.0, n_anchors=8), gru_hidden=16,
-                                  mlp_hidden=16, markov_rank=8)
-
-
-@pytest.fixture(scope="module")
-def trained_heads(trained_hf_model):
-    """The tiny trained target (float64) and Domino / DSpark trained briefly on its greedy
-    continuations of chain prompts, from the same initial backbone."""
-    target_hf = copy.deepcopy(trained_hf_model).double().eval()
-    for p in target_hf.parameters():
-        p.requires_grad_(False)
-    initial = build_feature_block_drafter(target_hf.config, num_layers=1, n_features=2, block_size=WIDTH,
-                                          mask_token_id=MASK_ID, seed=0)
-    prompts = torch.as_tensor(trained_hf_model.chain.sample_sequences(256, PROMPT_LEN, seed=9), dtype=torch.long)
-    answers = greedy_continuations(target_hf, prompts, 32, batch=256, pad_token_id=0, progress=False)
-    layer_ids = list(initial.config.target_layer_ids)
-    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
-    weights = baselines.shifted_weights(WIDTH, 2.0).double()
-    trained = {}
-    for kind in ("domino", "dspark"):
-        gen = torch.Generator().manual_seed(0)
-        network = baselines._network(kind, CONFIG, initial).double()
-
-        def make(step, gen=gen, kind=kind):
-            pick = torch.randint(0, len(prompts), (16,), generator=gen)
-            batch = baselines.shifted_batch(CONFIG, target_hf, layer_ids, prompts[pick], answers[pick], MASK_ID, gen,
-                                            with_target=kind == "dspark")
-            batch.lam = max(0.0, 1 - step / 50)
-            return batch
-
-        if kind == "domino":
-            def loss(m, b):
-                return baselines.domino_loss(m, embed, head, b, weights)
-        else:
-            def loss(m, b):
-                return baselines.dspark_loss(m, embed, head, b, weights, ce_weight=0.1, tv_weight=0.9, conf_weight=1.0)
-
-        history = fit(network, make, loss, steps=150, lr=3e-3, warmup=10, progress=False)
-        trained[kind] = (network.eval(), history)
-    return target_hf, trained, (prompts, answers, layer_ids)
+WIDTH, PROMPT_LEN, CONFIG = HEADS_WIDTH, HEADS_PROMPT_LEN, HEADS_CONFIG
 
 
 def test_training_lowers_each_objective(trained_heads):

@@ -16,6 +16,7 @@ import pytest
 from spec_lib.notebook.params import NOTEBOOKS_DIR
 from spec_lib.notebook.results import check_published, code_version, results_dir
 from spec_lib.training.any_order import checkpoint_key as any_order_key
+from spec_lib.training.baseline_drafters import baseline_key
 from spec_lib.training.block_drafters import drafter_key
 from spec_lib.training.checkpoints import model_key
 from spec_lib.training.deer import D2A_PRESETS, deer_cache_key
@@ -27,7 +28,7 @@ MODEL_NOTEBOOKS = ("10_train_self_speculative_model", "11_packed_ss_greedy", "12
                    "13_block_size_probe", "14_timing_decomposition", "16_partial_branch", "17_proposal_lora",
                    "20_deer_alignment", "21_deer_decoding")
 DEER_NOTEBOOKS = ("20_deer_alignment", "21_deer_decoding")
-DEDIT_NOTEBOOKS = ("30_dedit_training", "31_dedit_decoding", "32_dedit_analysis")
+DEDIT_NOTEBOOKS = ("30_dedit_training", "31_dedit_decoding", "32_dedit_analysis", "33_dedit_baselines")
 
 
 def results(stem: str) -> dict:
@@ -85,6 +86,10 @@ def test_deer_results_come_from_the_current_drafters(stem):
 def test_dedit_results_come_from_the_current_drafters_and_target(stem):
     assert metrics(stem)["drafter_key"] == drafter_key("cpu")
     assert metrics(stem)["checkpoint_key"] == model_key("cpu")
+
+
+def test_baseline_results_come_from_the_current_heads():
+    assert metrics("33_dedit_baselines")["baseline_key"] == baseline_key("cpu")
 
 
 def test_any_order_results_come_from_the_current_checkpoints():

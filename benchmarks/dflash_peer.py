@@ -1,0 +1,170 @@
+"""The PyPI ``dflash`` package (0.1.0, the public DFlash release) as a peer of the project's
+DFlash drafter (seed 002's first baseline): the same trained weights, target and prompts,
+decoded greedily by both, compared on outputs, tau and tokens/s.
+
+``dflash[local]`` pins transformers 5.15.0 (the project uses another), so it runs in its own
+throwaway environment (``--peer-venv``, created on first use with ``pip install torch==2.13.0
+'dflash[local]==0.1.0'``; the torch pin takes the local CPU wheel) from
+``benchmarks/dflash_peer_run.py``; this script runs in the project's environment, writes the
+job (the target saved with ``save_pretrained``, notebook 30's trained ``dflash`` drafter, the
+prompts), runs the peer, and compares.  Interleaved repeats: each repeat decodes every prompt
+with the project (AR, then ``deer`` with the DFlash drafter at P1) and then with the peer
+(``dflash_generate``, then the target's own ``generate``); speedups are each side's own over
+its own AR, medians with 95% bootstrap CIs over repeats.
+
+What differs by design (read from ``dflash/model.py``): dflash runs the prompt through the
+target before its first draft, so its first round drafts with the prompt's features, while
+the project's first round drafts from the anchor alone; its ``acceptance_lengths`` count the
+bonus token, as the project's tau does.
+
+    python benchmarks/dflash_peer.py [--preset cpu] [--repeats 3] [--out benchmarks/results/dflash_peer_cpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from spec_lib import decode
+from spec_lib.io import REPO_ROOT, atomic_write_bytes
+from spec_lib.studies import bench
+from spec_lib.training.block_drafters import DEDIT_PRESETS, drafter_key, load_block_drafters
+
+from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
+
+PEER_REQUIREMENTS = ["torch==2.13.0", "dflash[local]==0.1.0"]
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", default="cpu", help=f"DEdit preset, one of {list(DEDIT_PRESETS)}")
+    parser.add_argument("--drafter", default="dflash", help="the preset's DFlash network (dflash or dflash_w32)")
+    parser.add_argument("--n-code", type=int, default=8)
+    parser.add_argument("--n-stdlib", type=int, default=8)
+    parser.add_argument("--n-math", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-prompt-tokens", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--peer-venv", default=str(REPO_ROOT / ".dflash-venv"),
+                        help="the throwaway environment of the peer (created when missing)")
+    parser.add_argument("--out", default=None, help="write the numbers as JSON to this path")
+    args = parser.parse_args(argv)
+    if args.preset not in DEDIT_PRESETS:
+        parser.error(f"--preset must be one of {list(DEDIT_PRESETS)}, got {args.preset!r}")
+    if not args.drafter.startswith("dflash"):
+        parser.error(f"--drafter must name a DFlash network (dflash, dflash_w32), got {args.drafter!r}: the peer "
+                     "has one drafting pass per round, so DEdit's editing passes cannot run in it")
+    for name in ("n_code", "n_stdlib", "n_math", "max_new_tokens", "max_prompt_tokens", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def ensure_peer_venv(path: Path) -> Path:
+    """The peer environment's Python, creating the environment when it is missing."""
+    python = path / "bin" / "python"
+    if python.exists():
+        return python
+    print(f"creating the peer environment {path} ({' '.join(PEER_REQUIREMENTS)}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEER_REQUIREMENTS], check=True)
+    return python
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    bundle = load_block_drafters(args.preset)
+    if args.drafter not in bundle.networks:
+        sys.exit(f"--drafter must be one of {[n for n in bundle.networks if n.startswith('dflash')]}, "
+                 f"got {args.drafter!r}")
+    python = ensure_peer_venv(Path(args.peer_venv))
+    target, tokenizer, eos = bundle.target, bundle.tokenizer, bundle.tokenizer.eos_token_id
+    network = bundle.networks[args.drafter]
+    width = bundle.width_of(args.drafter)
+    prompts = bench.slice_prompts(tokenizer, {"code": args.n_code, "stdlib": args.n_stdlib, "math": args.n_math},
+                                  args.max_prompt_tokens, args.seed)
+    flat = [(name, i, list(p)) for name, items in prompts.items() for i, p in enumerate(items)]
+    drafter = bundle.drafter(args.drafter, 1)
+    work = Path(tempfile.mkdtemp(prefix="dflash-peer-"))
+    target.lm.save_pretrained(work / "target")
+    tokenizer.save_pretrained(work / "target")
+    network.save_pretrained(work / "draft")
+    job = {"target_dir": str(work / "target"), "draft_dir": str(work / "draft"),
+           "num_target_layers": target.lm.config.num_hidden_layers, "prompts": [p for _, _, p in flat],
+           "eos_token_id": eos, "max_new_tokens": args.max_new_tokens, "block_size": width}
+    (work / "job.json").write_text(json.dumps(job))
+
+    ours = {"ar": [], "deer": []}
+    peer = []
+    for repeat in tqdm(range(args.repeats), desc="repeats"):
+        for method in ("ar", "deer"):
+            seconds, results = 0.0, []
+            for _, _, prompt in flat:
+                start = time.perf_counter()
+                res = decode(target, prompt, schedule=method, width=width - 1 if method == "deer" else 1,
+                             max_new_tokens=args.max_new_tokens, eos_token_id=eos,
+                             drafter=drafter if method == "deer" else None)
+                seconds += time.perf_counter() - start
+                results.append(res)
+            ours[method].append((seconds, results))
+        out = work / f"peer_{repeat}.json"
+        subprocess.run([str(python), str(Path(__file__).with_name("dflash_peer_run.py")), str(work / "job.json"),
+                        str(out)], check=True)
+        peer.append(json.loads(out.read_text()))
+
+    rows, identical = [], {"peer_vs_ar": 0, "ours_vs_ar": 0, "peer_generate_vs_ar": 0}
+    for j, (name, i, prompt) in enumerate(flat):
+        ar_tokens = ours["ar"][0][1][j].tokens
+        deer = ours["deer"][0][1][j]
+        p = peer[0]["rows"][j]
+        identical["ours_vs_ar"] += deer.tokens == ar_tokens
+        identical["peer_vs_ar"] += p["tokens"] == ar_tokens
+        identical["peer_generate_vs_ar"] += p["generate_tokens"] == ar_tokens
+        rows.append({"slice": name, "prompt": i, "tokens": len(ar_tokens),
+                     "ours_rounds": len(deer.accepted), "ours_tau": float(np.mean(deer.accepted)),
+                     "peer_rounds": len(p["acceptance_lengths"]), "peer_tau": float(np.mean(p["acceptance_lengths"])),
+                     "ours_first_round": deer.accepted[0], "peer_first_round": p["acceptance_lengths"][0]})
+    tokens = sum(len(r.tokens) for r in ours["ar"][0][1])
+    ours_speedup = [ar_s / deer_s for (ar_s, _), (deer_s, _) in zip(ours["ar"], ours["deer"])]
+    peer_speedup = [sum(r["generate_seconds"] for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
+    ours_deer_tps = [tokens / s for s, _ in ours["deer"]]
+    peer_tps = [sum(len(r["tokens"]) for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
+    all_ours = [a for res in ours["deer"][0][1] for a in res.accepted]
+    all_peer = [a for r in peer[0]["rows"] for a in r["acceptance_lengths"]]
+    later_ours = [a for res in ours["deer"][0][1] for a in res.accepted[1:]]
+    later_peer = [a for r in peer[0]["rows"] for a in r["acceptance_lengths"][1:]]
+    report = {"preset": args.preset, "drafter": args.drafter, "drafter_key": drafter_key(args.preset),
+              "block_size": width, "args": {k: v for k, v in vars(args).items() if k != "peer_venv"},
+              "peer": {k: peer[0][k] for k in ("dflash", "transformers", "torch", "threads", "block_size", "loading")},
+              "project": {"torch": torch.__version__, "threads": torch.get_num_threads()},
+              "responses": len(flat), "tokens": tokens, "identical": identical,
+              "tau": {"ours": float(np.mean(all_ours)), "peer": float(np.mean(all_peer)),
+                      "ours_after_first_round": float(np.mean(later_ours)),
+                      "peer_after_first_round": float(np.mean(later_peer))},
+              "tokens_per_second": {"ours_deer": median_ci(ours_deer_tps), "peer_dflash": median_ci(peer_tps)},
+              "speedup_over_own_ar": {"ours": median_ci(ours_speedup), "peer": median_ci(peer_speedup)},
+              "per_response": rows}
+    print(f"\n{len(flat)} responses, {tokens} tokens; peer dflash {report['peer']['dflash']} "
+          f"(transformers {report['peer']['transformers']}), loading {report['peer']['loading']}")
+    print(f"identical greedy outputs: {identical} of {len(flat)}")
+    print("tau (bonus included): ours {ours:.3f}, peer {peer:.3f}; after the first round: ours "
+          "{ours_after_first_round:.3f}, peer {peer_after_first_round:.3f}".format(**report["tau"]))
+    for key in ("tokens_per_second", "speedup_over_own_ar"):
+        print(key, {k: tuple(round(x, 2) for x in v) for k, v in report[key].items()})
+    if args.out:
+        atomic_write_bytes(args.out, (json.dumps(report, indent=2) + "\n").encode())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Does editing use future context?  DEdit's editor against Domino's causal corrector on the
+same proposals (seed 002, Sec. 5.2, Figure 3(b) and the observational audit of App. A).
+
+Seed 002: "We apply Domino's causal corrector and DEdit's P2 editor to identical W = 16
+proposals from Domino's backbone; the DEdit editor comes from the main experiments and has
+never seen Domino's proposals.  [...] After stratifying by accepted-prefix length, each
+additional correct future token is associated with a 0.140-token increase in the advantage."
+Correct future tokens are the proposal's correct slots after its first mismatch (the trailing
+C's of [C, C, W, C, C]); a bidirectional editor can attend to them, a causal corrector cannot.
+
+Rounds are replayed on the target's own greedy output, as :mod:`spec_lib.studies.editing`
+does: at anchor a the verified prefix is y_{<=a} and the target's tokens after it are
+y_{a+1..}, so the leading slots of a draft equal to them are the drafts that round accepts.
+Every anchor is replayed, and :func:`visited` keeps the rounds a greedy Domino decode visits
+(anchor a, then a + A + 1, ...), on which the comparison is made.  At each anchor:
+
+* the **proposal** is the argmax of Domino's backbone (its block ``[y_a, MASK x (W - 1)]``,
+  slot j predicting y_{a+j+1});
+* **Domino** is its corrector's draft on that backbone pass (the decoder's own slot-by-slot
+  loop, :meth:`~spec_lib.drafters.domino.DominoNetwork.corrected`), i.e. Domino's real draft;
+* the **editor** is one editing pass of a DEdit network whose input block is
+  ``[y_a, proposal_1 .. proposal_{W_e - 1}]`` (P2 with the proposal in place of its own P1).
+
+Acceptance is compared over the first ``m = min(W_domino, W_editor - 1)`` slots, the advantage
+being A_editor - A_domino per round.  The slope per extra correct future token is the
+within-stratum least-squares slope (strata: the proposal's own accepted-prefix length, i.e. a
+fixed effect per length), with a bootstrap over responses (a response is the cluster).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..drafters.domino import DominoNetwork
+from ..drafters.feature_block import FeatureBlockDrafter
+from ..training import block_edit
+from ..training.baselines import _backbone
+from ..training.dedit import target_features
+from . import editing
+
+COLUMNS = ["anchor", "pass", "accepted", "proposal", "backbone", "edited", "accepted_proposal", "future_correct", "accepted_domino",
+           "accepted_editor", "advantage"]
+
+
+def _leading(tokens: torch.Tensor, labels: torch.Tensor) -> int:
+    """Leading positions where ``tokens`` equals ``labels`` (both 1-D, same length)."""
+    return int((tokens == labels).long().cumprod(0).sum())
+
+
+def _batch(hf_model, network, seq: torch.Tensor, prompt_len: int) -> block_edit.AnchorBatch:
+    """Every anchor's block ``[y_a, MASK x (W - 1)]`` (W: the network's own block) with its
+    bidirectional block mask and the target's features, as the training code builds them."""
+    loss_mask = torch.zeros_like(seq, dtype=torch.bool)
+    loss_mask[:, prompt_len:] = True
+    parts = block_edit.sample_anchors(seq, loss_mask, n_anchors=seq.shape[1] - prompt_len + 1,   # every eligible anchor
+                                      width=int(network.config.block_size),
+                                      mask_token_id=int(network.config.mask_token_id),
+                                      generator=torch.Generator().manual_seed(0))
+    return block_edit.AnchorBatch(target_features(hf_model, seq, list(network.config.target_layer_ids)), *parts)
+
+
+def _check_networks(domino, editor) -> None:
+    if not isinstance(domino, DominoNetwork):
+        raise TypeError(f"domino must be a DominoNetwork, got {type(domino).__name__}")
+    if type(editor) is not FeatureBlockDrafter:
+        raise TypeError(f"editor must be a DEdit FeatureBlockDrafter (not a baseline head), got {type(editor).__name__}")
+    if int(domino.config.mask_token_id) != int(editor.config.mask_token_id):
+        raise ValueError(f"domino and editor must share the MASK id, got {domino.config.mask_token_id} and "
+                         f"{editor.config.mask_token_id}")
+
+
+def editor_inputs(block: torch.Tensor, editor_anchors: torch.Tensor, domino_anchors: torch.Tensor,
+                  proposal: torch.Tensor) -> torch.Tensor:
+    """The editor's input blocks ``(A_e, W_e)``: ``[y_a, proposal_1 .. proposal_{W_e - 1}]`` where
+    Domino has a block at the same anchor (its slot j - 1 predicts y_{a+j}, the editor's slot j),
+    the editor's own ``[y_a, MASK ...]`` elsewhere.  ``block`` ``(A_e, W_e)``, the anchors 1-D,
+    ``proposal`` ``(A_d, W_d)`` with W_d >= W_e - 1."""
+    width = block.shape[-1]
+    if proposal.shape[-1] < width - 1:
+        raise ValueError(f"the proposal has {proposal.shape[-1]} slots, the editor needs {width - 1}")
+    where = {int(a): i for i, a in enumerate(domino_anchors.tolist())}
+    inputs = block.clone()
+    for i, a in enumerate(editor_anchors.tolist()):
+        if int(a) in where:
+            inputs[i, 1:] = proposal[where[int(a)], : width - 1]
+    return inputs
+
+
+@torch.no_grad()
+def replay_rounds(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, sequence: list[int],
+                  prompt_len: int) -> pd.DataFrame:
+    """One row per anchor of ``sequence`` (the prompt, then the target's greedy continuation),
+    from the last prompt token while both blocks' labels fit: ``accepted`` / ``proposal`` are
+    Domino's real A and draft (W_domino slots; :func:`spec_lib.studies.editing.decoded_path`
+    walks them), ``accepted_proposal`` / ``future_correct`` describe the backbone's proposal
+    over the first m slots, ``accepted_domino`` / ``accepted_editor`` the two corrections' A
+    over the same m slots, and ``advantage`` is A_editor - A_domino."""
+    _check_networks(domino, editor)
+    if not isinstance(prompt_len, int) or isinstance(prompt_len, bool) or not 1 <= prompt_len <= len(sequence):
+        raise ValueError(f"prompt_len must be an int in [1, {len(sequence)}], got {prompt_len!r}")
+    w_domino, w_editor = int(domino.config.block_size), int(editor.config.block_size)
+    m = min(w_domino, w_editor - 1)
+    seq = torch.as_tensor(sequence, dtype=torch.long, device=next(editor.parameters()).device)[None]
+    last = seq.shape[1] - 1 - max(w_domino, w_editor)   # anchors with labels for every slot of both blocks
+    if last < prompt_len - 1:
+        return pd.DataFrame(columns=COLUMNS)
+    embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
+    d_batch = _batch(hf_model, domino, seq, prompt_len)
+    base, hidden = _backbone(domino, embed, head, d_batch)
+    proposal = base.argmax(-1)[0]                                          # (A, W_domino): slot j is y_{a+j+1}
+    d_index = {int(a): i for i, a in enumerate(d_batch.anchors[0].tolist())}
+    e_batch = _batch(hf_model, editor, seq, prompt_len)
+    e_index = {int(a): i for i, a in enumerate(e_batch.anchors[0].tolist())}
+    inputs = editor_inputs(e_batch.block[0], e_batch.anchors[0], d_batch.anchors[0], proposal)
+    edited = block_edit.block_logits(editor, embed, head, e_batch, inputs[None]).argmax(-1)[0]   # (A_e, W_editor)
+    y = seq[0]
+    rows = []
+    for anchor in range(prompt_len - 1, last + 1):
+        i = d_index[anchor]
+        _, draft = domino.corrected(base[0, i], hidden[0, i], embed(y[anchor:anchor + 1]), embed)
+        labels = y[anchor + 1: anchor + 1 + w_domino]
+        prop, target = proposal[i, :m], labels[:m]
+        a_prop = _leading(prop, target)
+        a_domino = _leading(draft[:m], target)
+        a_editor = _leading(edited[e_index[anchor], 1: m + 1], target)
+        rows.append({"anchor": anchor, "pass": 1, "accepted": _leading(draft, labels), "proposal": draft.tolist(),
+                     "backbone": proposal[i].tolist(), "edited": edited[e_index[anchor], 1:].tolist(),
+                     "accepted_proposal": a_prop, "future_correct": int((prop[a_prop + 1:] == target[a_prop + 1:]).sum()),
+                     "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def visited(rounds: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the rounds a greedy Domino decode visits (anchor a, then a + A + 1, ...)."""
+    return editing.on_path(rounds, editing.decoded_path(rounds, 1))
+
+
+def replay_slices(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, greedy: pd.DataFrame,
+                  prompts: dict[str, list[list[int]]], method: str = "ar") -> pd.DataFrame:
+    """:func:`replay_rounds` over every greedy response of ``method`` in a benchmark grid
+    (columns ``slice`` and ``prompt`` added)."""
+    frames = []
+    for row in greedy[greedy["method"] == method].itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        frame = replay_rounds(hf_model, domino, editor, list(prompt) + list(row.output), len(prompt))
+        frames.append(frame.assign(slice=row.slice, prompt=row.prompt))
+    if not frames:
+        raise ValueError(f"greedy holds no responses of method {method!r}")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cluster_weights(clusters: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """``(n_resamples + 1, rows)`` bootstrap weights: row 0 the sample itself (all ones), then
+    each resample's count of draws of the row's cluster (clusters drawn with replacement)."""
+    ids, inverse = np.unique(clusters, return_inverse=True)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(len(ids), np.full(len(ids), 1 / len(ids)), size=n_resamples).astype(float)
+    return np.vstack([np.ones(len(clusters)), counts[:, inverse]])
+
+
+def _check_rounds(rounds: pd.DataFrame, n_resamples: int) -> None:
+    missing = {"slice", "prompt", "future_correct", "accepted_proposal", "advantage"} - set(rounds.columns)
+    if missing:
+        raise ValueError(f"rounds must come from replay_slices, missing columns {sorted(missing)}")
+    if rounds.empty:
+        raise ValueError("no replayed rounds")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
+        raise ValueError(f"n_resamples must be an int >= 100, got {n_resamples!r}")
+
+
+def _clusters(rounds: pd.DataFrame) -> np.ndarray:
+    return (rounds["slice"].astype(str) + "/" + rounds["prompt"].astype(str)).to_numpy()
+
+
+def advantage_by_future(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95
+                        ) -> pd.DataFrame:
+    """Figure 3(b): mean advantage A_editor - A_domino per number of correct future tokens, with
+    a percentile interval from the response bootstrap, and the shares of rounds the editor
+    wins, ties and loses."""
+    _check_rounds(rounds, n_resamples)
+    weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
+    adv = rounds["advantage"].to_numpy(float)
+    rows = []
+    for count in sorted(rounds["future_correct"].unique()):
+        pick = (rounds["future_correct"] == count).to_numpy()
+        w = weights[:, pick]
+        total = w.sum(1)
+        means = np.where(total > 0, (w * adv[pick]).sum(1) / np.where(total > 0, total, 1), np.nan)
+        low, high = np.nanquantile(means[1:], [(1 - level) / 2, (1 + level) / 2])
+        part = adv[pick]
+        rows.append({"future_correct": int(count), "rounds": int(pick.sum()), "advantage": float(means[0]),
+                     "ci_low": float(low), "ci_high": float(high), "wins": float((part > 0).mean()),
+                     "ties": float((part == 0).mean()), "losses": float((part < 0).mean())})
+    return pd.DataFrame(rows)
+
+
+def _within_slope(x: np.ndarray, y: np.ndarray, strata: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted least-squares slope of y on x with a fixed effect per stratum, for each row of
+    ``weights`` ``(R, n)``: sum w (x - xbar_s)(y - ybar_s) / sum w (x - xbar_s)^2."""
+    _, inverse = np.unique(strata, return_inverse=True)
+    onehot = np.eye(inverse.max() + 1)[inverse]                       # (n, S)
+    total = weights @ onehot                                          # (R, S)
+    safe = np.where(total > 0, total, 1)
+    x_bar = ((weights * x) @ onehot / safe) @ onehot.T                # (R, n): each row's stratum mean
+    y_bar = ((weights * y) @ onehot / safe) @ onehot.T
+    dx = x - x_bar
+    denominator = (weights * dx * dx).sum(1)
+    return np.where(denominator > 0, (weights * dx * (y - y_bar)).sum(1) / np.where(denominator > 0, denominator, 1),
+                    np.nan)
+
+
+def future_slope(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """The advantage's slope per extra correct future token after stratifying by the proposal's
+    accepted-prefix length (seed 002: 0.140, 95% CI [0.130, 0.150]), with a percentile interval
+    from the response bootstrap; and the overall shares of rounds the editor wins, ties, loses."""
+    _check_rounds(rounds, n_resamples)
+    weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
+    x, y = rounds["future_correct"].to_numpy(float), rounds["advantage"].to_numpy(float)
+    strata = rounds["accepted_proposal"].to_numpy()
+    slopes = np.concatenate([_within_slope(x, y, strata, weights[i: i + 500])            # bounded memory
+                             for i in range(0, len(weights), 500)])
+    finite = slopes[1:][np.isfinite(slopes[1:])]         # NaN: a resample (or the sample) with no spread in x
+    low, high = np.quantile(finite, [(1 - level) / 2, (1 + level) / 2]) if finite.size else (np.nan, np.nan)
+    adv = rounds["advantage"].to_numpy()
+    return {"rounds": int(len(rounds)), "responses": int(len(np.unique(_clusters(rounds)))),
+            "slope": float(slopes[0]), "slope_low": float(low), "slope_high": float(high),
+            "mean_advantage": float(adv.mean()), "wins": float((adv > 0).mean()), "ties": float((adv == 0).mean()),
+            "losses": float((adv < 0).mean())}
+
+
+def slope_table(rounds: dict[str, pd.DataFrame], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """:func:`future_slope` per editor (``{editor: visited rounds}``), over all slices (``"all"``)
+    and per slice."""
+    rows = []
+    for editor, part in rounds.items():
+        groups = [("all", part)] + [(name, group) for name, group in part.groupby("slice", sort=False)]
+        rows += [{"editor": editor, "slice": name, **future_slope(group, n_resamples, seed)} for name, group in groups]
+    return pd.DataFrame(rows)
+
+
+def by_future_table(rounds: dict[str, pd.DataFrame], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """:func:`advantage_by_future` per editor (``{editor: visited rounds}``), with an ``editor`` column."""
+    return pd.concat([advantage_by_future(part, n_resamples, seed).assign(editor=editor)
+                      for editor, part in rounds.items()], ignore_index=True)
