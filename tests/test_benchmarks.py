@@ -76,3 +76,23 @@ def test_compile_options_refuses_bad_sizes(monkeypatch):
     for flag in ("--rounds", "--new-tokens", "--prompts", "--max-prompt-tokens"):
         with pytest.raises(SystemExit):
             options.parse([flag, "0"])
+
+
+def test_dflash_peer_refuses_bad_arguments(monkeypatch, capsys):
+    """benchmarks/dflash_peer.py names a bad argument before it loads a model or builds the
+    peer's environment; a DEdit network is refused (the peer runs one drafting pass per round)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))                       # it imports decode_overhead
+    peer = load("dflash_peer")
+    args = peer.parse(["--drafter", "dflash_w32", "--repeats", "2"])
+    assert args.drafter == "dflash_w32" and args.repeats == 2
+    for argv in (["--drafter", "dedit"], ["--preset", "huge"], ["--repeats", "0"], ["--n-code", "0"],
+                 ["--max-new-tokens", "0"]):
+        with pytest.raises(SystemExit):
+            peer.parse(argv)
+    assert "one drafting pass per round" in capsys.readouterr().err
+
+
+def test_dflash_peer_runner_imports_nothing_from_the_project():
+    """The peer side runs in the throwaway environment, where spec_lib is not installed."""
+    source = (BENCHMARKS / "dflash_peer_run.py").read_text()
+    assert "spec_lib" not in source.split('"""', 2)[2]
