@@ -37,28 +37,11 @@ from ..drafters.domino import DominoNetwork
 from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
 from ..training.baselines import _backbone
-from ..training.dedit import target_features
 from . import editing
+from .anchor_replay import anchor_blocks, leading
 
 COLUMNS = ["anchor", "pass", "accepted", "proposal", "backbone", "edited", "accepted_proposal", "future_correct", "accepted_domino",
            "accepted_editor", "advantage"]
-
-
-def _leading(tokens: torch.Tensor, labels: torch.Tensor) -> int:
-    """Leading positions where ``tokens`` equals ``labels`` (both 1-D, same length)."""
-    return int((tokens == labels).long().cumprod(0).sum())
-
-
-def _batch(hf_model, network, seq: torch.Tensor, prompt_len: int) -> block_edit.AnchorBatch:
-    """Every anchor's block ``[y_a, MASK x (W - 1)]`` (W: the network's own block) with its
-    bidirectional block mask and the target's features, as the training code builds them."""
-    loss_mask = torch.zeros_like(seq, dtype=torch.bool)
-    loss_mask[:, prompt_len:] = True
-    parts = block_edit.sample_anchors(seq, loss_mask, n_anchors=seq.shape[1] - prompt_len + 1,   # every eligible anchor
-                                      width=int(network.config.block_size),
-                                      mask_token_id=int(network.config.mask_token_id),
-                                      generator=torch.Generator().manual_seed(0))
-    return block_edit.AnchorBatch(target_features(hf_model, seq, list(network.config.target_layer_ids)), *parts)
 
 
 def _check_networks(domino, editor) -> None:
@@ -107,11 +90,11 @@ def replay_rounds(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, 
     if last < prompt_len - 1:
         return pd.DataFrame(columns=COLUMNS)
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
-    d_batch = _batch(hf_model, domino, seq, prompt_len)
+    d_batch = anchor_blocks(hf_model, domino, seq, prompt_len)
     base, hidden = _backbone(domino, embed, head, d_batch)
     proposal = base.argmax(-1)[0]                                          # (A, W_domino): slot j is y_{a+j+1}
     d_index = {int(a): i for i, a in enumerate(d_batch.anchors[0].tolist())}
-    e_batch = _batch(hf_model, editor, seq, prompt_len)
+    e_batch = anchor_blocks(hf_model, editor, seq, prompt_len)
     e_index = {int(a): i for i, a in enumerate(e_batch.anchors[0].tolist())}
     inputs = editor_inputs(e_batch.block[0], e_batch.anchors[0], d_batch.anchors[0], proposal)
     edited = block_edit.block_logits(editor, embed, head, e_batch, inputs[None]).argmax(-1)[0]   # (A_e, W_editor)
@@ -122,10 +105,10 @@ def replay_rounds(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, 
         _, draft = domino.corrected(base[0, i], hidden[0, i], embed(y[anchor:anchor + 1]), embed)
         labels = y[anchor + 1: anchor + 1 + w_domino]
         prop, target = proposal[i, :m], labels[:m]
-        a_prop = _leading(prop, target)
-        a_domino = _leading(draft[:m], target)
-        a_editor = _leading(edited[e_index[anchor], 1: m + 1], target)
-        rows.append({"anchor": anchor, "pass": 1, "accepted": _leading(draft, labels), "proposal": draft.tolist(),
+        a_prop = int(leading(prop, target))
+        a_domino = int(leading(draft[:m], target))
+        a_editor = int(leading(edited[e_index[anchor], 1: m + 1], target))
+        rows.append({"anchor": anchor, "pass": 1, "accepted": int(leading(draft, labels)), "proposal": draft.tolist(),
                      "backbone": proposal[i].tolist(), "edited": edited[e_index[anchor], 1:].tolist(),
                      "accepted_proposal": a_prop, "future_correct": int((prop[a_prop + 1:] == target[a_prop + 1:]).sum()),
                      "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino})

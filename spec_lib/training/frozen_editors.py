@@ -168,13 +168,3 @@ def save_frozen_editors(config: FrozenEditorConfig, progress: bool = True):
             history.to_csv(tmp / "history.csv", index=False)
             (tmp / "record.json").write_text(json.dumps(record, indent=2))
     return path
-
-
-def load_frozen_editors(config: FrozenEditorConfig, progress: bool = True, device: str = "cpu"
-                        ) -> tuple[FeatureBlockDrafter, dict, pd.DataFrame, dict]:
-    """``(proposer, {variant: editor}, history, record)``: cached, or trained now and cached."""
-    path = save_frozen_editors(config, progress)
-    editors = {name: FeatureBlockDrafter.from_pretrained(path / name, local_files_only=True, dtype=torch.float32)
-               .to(device).eval() for name in config.variants}
-    return (load_proposer(config, progress).to(device), editors, pd.read_csv(path / "history.csv"),
-            json.loads((path / "record.json").read_text()))
