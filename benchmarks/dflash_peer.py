@@ -9,15 +9,22 @@ throwaway environment (``--peer-venv``, created on first use with ``pip install 
 job (the target saved with ``save_pretrained``, notebook 30's trained ``dflash`` drafter, the
 prompts), runs the peer, and compares.  Interleaved repeats: each repeat decodes every prompt
 with the project (AR, then ``deer`` with the DFlash drafter at P1) and then with the peer
-(``dflash_generate``, then the target's own ``generate``); speedups are each side's own over
-its own AR, medians with 95% bootstrap CIs over repeats.
+(``dflash_generate`` at the drafter's block size, then at block size 1, dflash's own AR baseline
+as its benchmark times it; the target's ``generate`` once more, for outputs only); both sides
+warm up untimed first.  Speedups are each side's own over its own AR, medians with 95% bootstrap
+CIs over repeats.
 
 What differs by design (read from ``dflash/model.py``): dflash runs the prompt through the
-target before its first draft, so its first round drafts with the prompt's features, while
-the project's first round drafts from the anchor alone; its ``acceptance_lengths`` count the
-bonus token, as the project's tau does.
+target and emits the first token before its first draft (that token is in no round of its
+``acceptance_lengths``), so its first round drafts with the prompt's features, while the
+project's first round drafts from the anchor alone.  Both count the bonus token in a round.
+Rounds after the first are alike on both sides: that tau is the comparison.
 
-    python benchmarks/dflash_peer.py [--preset cpu] [--repeats 3] [--out benchmarks/results/dflash_peer_cpu.json]
+The peer environment needs PyPI (``pip install``); on this project's machines ``torch==2.13.0``
+resolves to a local CPU wheel, elsewhere pip may take a CUDA build (the decode still runs on
+the CPU).
+
+    python benchmarks/dflash_peer.py [--preset cpu] [--repeats 5] [--out benchmarks/results/dflash_peer_cpu.json]
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ def parse(argv):
     parser.add_argument("--n-math", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--max-prompt-tokens", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--peer-venv", default=str(REPO_ROOT / ".dflash-venv"),
                         help="the throwaway environment of the peer (created when missing)")
@@ -71,13 +78,17 @@ def parse(argv):
 
 
 def ensure_peer_venv(path: Path) -> Path:
-    """The peer environment's Python, creating the environment when it is missing."""
+    """The peer environment's Python, creating (or completing) the environment when ``dflash``
+    does not import in it."""
     python = path / "bin" / "python"
-    if python.exists():
+    probe = [str(python), "-c", "import dflash.model, transformers"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
     print(f"creating the peer environment {path} ({' '.join(PEER_REQUIREMENTS)}) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEER_REQUIREMENTS], check=True)
+    subprocess.run(probe, check=True)
     return python
 
 
@@ -88,82 +99,88 @@ def main(argv=None) -> int:
         sys.exit(f"--drafter must be one of {[n for n in bundle.networks if n.startswith('dflash')]}, "
                  f"got {args.drafter!r}")
     python = ensure_peer_venv(Path(args.peer_venv))
+    prompts = bench.slice_prompts(bundle.tokenizer, {"code": args.n_code, "stdlib": args.n_stdlib,
+                                                     "math": args.n_math}, args.max_prompt_tokens, args.seed)
+    with tempfile.TemporaryDirectory(prefix="dflash-peer-") as tmp:
+        report = compare(args, python, bundle, prompts, Path(tmp))
+    print(f"\n{report['responses']} responses, {report['tokens']} tokens; peer dflash {report['peer']['dflash']} "
+          f"(transformers {report['peer']['transformers']}, {report['peer']['threads']} threads; the project "
+          f"{report['project']['threads']}), loading {report['peer']['loading']}")
+    print(f"identical greedy outputs: {report['identical']} of {report['responses']}")
+    print("tau after the first round (bonus included): ours {ours_after_first_round:.3f}, peer "
+          "{peer_after_first_round:.3f}; every round: ours {ours:.3f}, peer {peer:.3f}".format(**report["tau"]))
+    for key in ("tokens_per_second", "speedup_over_own_ar"):
+        print(key, {k: tuple(round(x, 2) for x in v) for k, v in report[key].items()})
+    if args.out:
+        atomic_write_bytes(args.out, (json.dumps(report, indent=2) + "\n").encode())
+    return 0
+
+
+def compare(args, python: Path, bundle, prompts: dict, work: Path) -> dict:
+    """Write the job into ``work``, run both sides ``args.repeats`` times, interleaved, and compare."""
     target, tokenizer, eos = bundle.target, bundle.tokenizer, bundle.tokenizer.eos_token_id
-    network = bundle.networks[args.drafter]
     width = bundle.width_of(args.drafter)
-    prompts = bench.slice_prompts(tokenizer, {"code": args.n_code, "stdlib": args.n_stdlib, "math": args.n_math},
-                                  args.max_prompt_tokens, args.seed)
     flat = [(name, i, list(p)) for name, items in prompts.items() for i, p in enumerate(items)]
     drafter = bundle.drafter(args.drafter, 1)
-    work = Path(tempfile.mkdtemp(prefix="dflash-peer-"))
     target.lm.save_pretrained(work / "target")
     tokenizer.save_pretrained(work / "target")
-    network.save_pretrained(work / "draft")
+    bundle.networks[args.drafter].save_pretrained(work / "draft")
     job = {"target_dir": str(work / "target"), "draft_dir": str(work / "draft"),
            "num_target_layers": target.lm.config.num_hidden_layers, "prompts": [p for _, _, p in flat],
            "eos_token_id": eos, "max_new_tokens": args.max_new_tokens, "block_size": width}
     (work / "job.json").write_text(json.dumps(job))
 
-    ours = {"ar": [], "deer": []}
-    peer = []
+    def ours_decode(method, prompt):
+        return decode(target, prompt, schedule=method, width=width - 1 if method == "deer" else 1,
+                      max_new_tokens=args.max_new_tokens, eos_token_id=eos,
+                      drafter=drafter if method == "deer" else None)
+
+    for method in ("ar", "deer"):                        # untimed warm-up (the peer warms up in its runner)
+        ours_decode(method, flat[0][2])
+    ours, peer = {"ar": [], "deer": []}, []
     for repeat in tqdm(range(args.repeats), desc="repeats"):
         for method in ("ar", "deer"):
             seconds, results = 0.0, []
             for _, _, prompt in flat:
                 start = time.perf_counter()
-                res = decode(target, prompt, schedule=method, width=width - 1 if method == "deer" else 1,
-                             max_new_tokens=args.max_new_tokens, eos_token_id=eos,
-                             drafter=drafter if method == "deer" else None)
+                results.append(ours_decode(method, prompt))
                 seconds += time.perf_counter() - start
-                results.append(res)
             ours[method].append((seconds, results))
         out = work / f"peer_{repeat}.json"
         subprocess.run([str(python), str(Path(__file__).with_name("dflash_peer_run.py")), str(work / "job.json"),
                         str(out)], check=True)
         peer.append(json.loads(out.read_text()))
 
-    rows, identical = [], {"peer_vs_ar": 0, "ours_vs_ar": 0, "peer_generate_vs_ar": 0}
-    for j, (name, i, prompt) in enumerate(flat):
-        ar_tokens = ours["ar"][0][1][j].tokens
-        deer = ours["deer"][0][1][j]
-        p = peer[0]["rows"][j]
+    first_ar, first_deer, first_peer = ours["ar"][0][1], ours["deer"][0][1], peer[0]["rows"]
+    identical = {"ours_vs_ar": 0, "peer_vs_ar": 0, "peer_ar_vs_ar": 0, "peer_generate_vs_ar": 0}
+    rows = []
+    for j, (name, i, _) in enumerate(flat):
+        ar_tokens, deer, p = first_ar[j].tokens, first_deer[j], first_peer[j]
         identical["ours_vs_ar"] += deer.tokens == ar_tokens
         identical["peer_vs_ar"] += p["tokens"] == ar_tokens
+        identical["peer_ar_vs_ar"] += p["ar_tokens"] == ar_tokens
         identical["peer_generate_vs_ar"] += p["generate_tokens"] == ar_tokens
-        rows.append({"slice": name, "prompt": i, "tokens": len(ar_tokens),
-                     "ours_rounds": len(deer.accepted), "ours_tau": float(np.mean(deer.accepted)),
-                     "peer_rounds": len(p["acceptance_lengths"]), "peer_tau": float(np.mean(p["acceptance_lengths"])),
-                     "ours_first_round": deer.accepted[0], "peer_first_round": p["acceptance_lengths"][0]})
-    tokens = sum(len(r.tokens) for r in ours["ar"][0][1])
-    ours_speedup = [ar_s / deer_s for (ar_s, _), (deer_s, _) in zip(ours["ar"], ours["deer"])]
-    peer_speedup = [sum(r["generate_seconds"] for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
-    ours_deer_tps = [tokens / s for s, _ in ours["deer"]]
+        rows.append({"slice": name, "prompt": i, "tokens": len(ar_tokens), "ours_rounds": len(deer.accepted),
+                     "ours_tau": float(np.mean(deer.accepted)), "peer_rounds": len(p["acceptance_lengths"]),
+                     "peer_tau": float(np.mean(p["acceptance_lengths"])), "ours_first_round": deer.accepted[0],
+                     "peer_first_round": p["acceptance_lengths"][0]})
+    tau = {"ours": [a for r in first_deer for a in r.accepted],
+           "peer": [a for r in first_peer for a in r["acceptance_lengths"]],
+           "ours_after_first_round": [a for r in first_deer for a in r.accepted[1:]],
+           "peer_after_first_round": [a for r in first_peer for a in r["acceptance_lengths"][1:]]}
+    ours_tps = [sum(len(r.tokens) for r in results) / seconds for seconds, results in ours["deer"]]
     peer_tps = [sum(len(r["tokens"]) for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
-    all_ours = [a for res in ours["deer"][0][1] for a in res.accepted]
-    all_peer = [a for r in peer[0]["rows"] for a in r["acceptance_lengths"]]
-    later_ours = [a for res in ours["deer"][0][1] for a in res.accepted[1:]]
-    later_peer = [a for r in peer[0]["rows"] for a in r["acceptance_lengths"][1:]]
-    report = {"preset": args.preset, "drafter": args.drafter, "drafter_key": drafter_key(args.preset),
-              "block_size": width, "args": {k: v for k, v in vars(args).items() if k != "peer_venv"},
-              "peer": {k: peer[0][k] for k in ("dflash", "transformers", "torch", "threads", "block_size", "loading")},
-              "project": {"torch": torch.__version__, "threads": torch.get_num_threads()},
-              "responses": len(flat), "tokens": tokens, "identical": identical,
-              "tau": {"ours": float(np.mean(all_ours)), "peer": float(np.mean(all_peer)),
-                      "ours_after_first_round": float(np.mean(later_ours)),
-                      "peer_after_first_round": float(np.mean(later_peer))},
-              "tokens_per_second": {"ours_deer": median_ci(ours_deer_tps), "peer_dflash": median_ci(peer_tps)},
-              "speedup_over_own_ar": {"ours": median_ci(ours_speedup), "peer": median_ci(peer_speedup)},
-              "per_response": rows}
-    print(f"\n{len(flat)} responses, {tokens} tokens; peer dflash {report['peer']['dflash']} "
-          f"(transformers {report['peer']['transformers']}), loading {report['peer']['loading']}")
-    print(f"identical greedy outputs: {identical} of {len(flat)}")
-    print("tau (bonus included): ours {ours:.3f}, peer {peer:.3f}; after the first round: ours "
-          "{ours_after_first_round:.3f}, peer {peer_after_first_round:.3f}".format(**report["tau"]))
-    for key in ("tokens_per_second", "speedup_over_own_ar"):
-        print(key, {k: tuple(round(x, 2) for x in v) for k, v in report[key].items()})
-    if args.out:
-        atomic_write_bytes(args.out, (json.dumps(report, indent=2) + "\n").encode())
-    return 0
+    ours_speedup = [ar / deer for (ar, _), (deer, _) in zip(ours["ar"], ours["deer"])]
+    peer_speedup = [sum(r["ar_seconds"] for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
+    return {"preset": args.preset, "drafter": args.drafter, "drafter_key": drafter_key(args.preset),
+            "block_size": width, "args": {k: v for k, v in vars(args).items() if k != "peer_venv"},
+            "peer": {k: peer[0][k] for k in ("dflash", "transformers", "torch", "threads", "block_size", "loading")},
+            "project": {"torch": torch.__version__, "threads": torch.get_num_threads()},
+            "responses": len(flat), "tokens": sum(len(r.tokens) for r in first_ar), "identical": identical,
+            "tau": {k: float(np.mean(v)) for k, v in tau.items()},
+            "tokens_per_second": {"ours_deer": median_ci(ours_tps), "peer_dflash": median_ci(peer_tps)},
+            "speedup_over_own_ar": {"ours": median_ci(ours_speedup), "peer": median_ci(peer_speedup)},
+            "per_response": rows}
 
 
 if __name__ == "__main__":

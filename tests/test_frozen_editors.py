@@ -5,7 +5,6 @@ trains one editor per variant from DFlash's initial weights and caches them."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import pandas as pd
 import pytest
@@ -77,8 +76,6 @@ def test_smoke_pipeline_trains_one_editor_per_variant_and_caches(tmp_path, monke
     monkeypatch.setattr("spec_lib.training.frozen_editors.train_frozen_editors",
                         lambda *a, **k: pytest.fail("retrained cached editors"))
     assert save_frozen_editors(config, progress=False).name == record["checkpoint_key"]
-    with pytest.raises(ValueError, match="drafts blocks of 12, the editors are trained at W = 8"):
-        train_frozen_editors(dataclasses.replace(config, proposer="dflash_w12"), progress=False)
     with pytest.raises(ValueError, match="preset must be one of"):
         load_frozen_editors("huge")
 
@@ -93,6 +90,8 @@ def test_bad_configs_are_named():
         save_frozen_editors(FrozenEditorConfig(dedit=smoke, variants=("full", "nope")))
     with pytest.raises(ValueError, match="steps must be None or an int >= 1"):
         save_frozen_editors(FrozenEditorConfig(dedit=smoke, steps=0))
+    with pytest.raises(ValueError, match="drafts blocks of 12, the editors are trained at W = 8"):
+        train_frozen_editors(FrozenEditorConfig(dedit=smoke, proposer="dflash_w12"))     # before any training
 
 
 # ----- Table 2(b)'s replay (spec_lib.studies.frozen_editing) -----------------------------------
@@ -121,7 +120,8 @@ def test_an_editor_that_is_its_own_proposer_replays_as_dedit(trained_pair):
     p1_other = editing.replay_slices(target_hf, other, greedy, prompts, passes=1)
     pd.testing.assert_frame_equal(mixed[mixed["pass"] == 1].reset_index(drop=True),
                                   p1_other[mixed.columns].reset_index(drop=True), check_dtype=False)
-    assert not mixed[mixed["pass"] == 2]["proposal"].equals(ours[ours["pass"] == 2]["proposal"].reset_index(drop=True))
+    assert not mixed[mixed["pass"] == 2]["proposal"].reset_index(drop=True).equals(
+        ours[ours["pass"] == 2]["proposal"].reset_index(drop=True))                # P2 edits the other P1
 
 
 def test_ablation_table_is_tau_at_p2_relative_to_full():
@@ -143,11 +143,13 @@ def test_ablation_table_is_tau_at_p2_relative_to_full():
 def test_replay_names_bad_networks(trained_pair, trained_heads):
     target_hf, network, _ = trained_pair
     domino = trained_heads[1]["domino"][0]
-    with pytest.raises(TypeError, match="editor must be a FeatureBlockDrafter, got DominoNetwork"):
-        frozen_editing.replay_rounds(target_hf, network, domino, list(range(30)), 5)
+    with pytest.raises(TypeError, match="editor 'd' must be a FeatureBlockDrafter, got DominoNetwork"):
+        frozen_editing.replay_rounds(target_hf, network, {"d": domino}, list(range(30)), 5)
+    with pytest.raises(TypeError, match="proposer must be a FeatureBlockDrafter, got DominoNetwork"):
+        frozen_editing.replay_rounds(target_hf, domino, {"e": network}, list(range(30)), 5)
     wider = FeatureBlockDrafter(replace_block_size(network.config, DEDIT_WIDTH + 2))
-    with pytest.raises(ValueError, match="must share block_size"):
-        frozen_editing.replay_rounds(target_hf, network, wider, list(range(30)), 5)
+    with pytest.raises(ValueError, match="proposer and editor 'w' must share block_size"):
+        frozen_editing.replay_rounds(target_hf, network, {"w": wider}, list(range(30)), 5)
     prompts, greedy = _greedy(target_hf, 1)
     with pytest.raises(ValueError, match="no responses of method 'deer'"):
         frozen_editing.replay_slices(target_hf, network, {"e": network}, greedy, prompts, method="deer")

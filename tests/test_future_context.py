@@ -14,6 +14,8 @@ from spec_lib import decode
 from spec_lib.drafters.feature_target import FeatureTarget
 from spec_lib.drafters.head_block import HeadBlockDrafter
 from spec_lib.studies import editing, future_context
+from spec_lib.studies.anchor_replay import anchor_blocks
+from spec_lib.training import block_edit
 
 from .conftest import MASK_ID
 
@@ -28,7 +30,7 @@ def replayed(trained_heads, trained_pair):
     outputs = [decode(FeatureTarget(target_hf, MASK_ID, domino.config.target_layer_ids), p, schedule="ar", width=1,
                       max_new_tokens=40).tokens for p in prompts["chain"]]
     greedy = pd.DataFrame({"method": "ar", "slice": "chain", "prompt": range(4), "output": outputs})
-    rounds = future_context.replay_slices(target_hf, domino, editor, greedy, prompts)
+    rounds = future_context.replay_slices(target_hf, domino, {"dedit": editor}, greedy, prompts)["dedit"]
     return target_hf, domino, editor, greedy, prompts, rounds
 
 
@@ -69,6 +71,39 @@ def test_editor_reads_dominos_proposal_at_the_same_anchor():
         future_context.editor_inputs(block, torch.tensor([3, 4, 5]), torch.tensor([5, 3]), proposal[:, :2])
 
 
+def test_edited_tokens_are_the_editors_pass_on_that_anchors_proposal(replayed):
+    """Recomputed one anchor at a time on a sequence cut right after the anchor's block (so the
+    anchors, and their batch indices, differ from the replay's): the editor's pass on
+    ``[y_a, backbone_1 .. backbone_{W_e - 1}]`` gives the row's ``edited`` tokens."""
+    target_hf, domino, editor, greedy, prompts, rounds = replayed
+    width = editor.config.block_size
+    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
+    checked = 0
+    for row in future_context.visited(rounds).itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        sequence = torch.tensor(prompt + greedy["output"][row.prompt])[: row.anchor + width + 1][None]
+        batch = anchor_blocks(target_hf, editor, sequence, len(prompt))
+        i = batch.anchors[0].tolist().index(row.anchor)
+        inputs = batch.block.clone()
+        inputs[0, i, 1:] = torch.tensor(row.backbone[: width - 1])
+        with torch.no_grad():
+            edited = block_edit.block_logits(editor, embed, head, batch, inputs).argmax(-1)[0, i, 1:]
+        assert edited.tolist() == row.edited
+        checked += 1
+    assert checked >= 8
+
+
+def test_the_bootstrap_resamples_whole_responses():
+    clusters = np.array(["a"] * 3 + ["b"] * 5 + ["c"] * 2)
+    weights = future_context._cluster_weights(clusters, n_resamples=200, seed=0)
+    assert (weights[0] == 1).all()                                            # row 0: the sample itself
+    for name in "abc":
+        part = weights[1:, clusters == name]
+        assert (part == part[:, :1]).all()                                    # one draw count per response
+    firsts = weights[1:, [0, 3, 8]]
+    assert (firsts.sum(1) == 3).all() and len(np.unique(weights[1:, 0])) > 1  # 3 responses drawn per resample
+
+
 def _synthetic(slope: float, seed: int, responses: int = 40, per: int = 30) -> pd.DataFrame:
     """Rounds where the proposal's accepted length s confounds the future count x: x and the
     advantage both grow with s, and within a stratum the advantage grows by ``slope`` per x."""
@@ -106,18 +141,22 @@ def test_bad_arguments_are_named(replayed, trained_heads):
     target_hf, domino, editor, greedy, prompts, rounds = replayed
     dspark = trained_heads[1]["dspark"][0]
     with pytest.raises(TypeError, match="domino must be a DominoNetwork, got DSparkNetwork"):
-        future_context.replay_rounds(target_hf, dspark, editor, prompts["chain"][0], 3)
-    with pytest.raises(TypeError, match="editor must be a DEdit FeatureBlockDrafter"):
-        future_context.replay_rounds(target_hf, domino, dspark, prompts["chain"][0], 3)
+        future_context.replay_rounds(target_hf, dspark, {"e": editor}, prompts["chain"][0], 3)
+    with pytest.raises(TypeError, match="editor 'e' must be a DEdit FeatureBlockDrafter"):
+        future_context.replay_rounds(target_hf, domino, {"e": dspark}, prompts["chain"][0], 3)
+    with pytest.raises(TypeError, match="editors must be a non-empty"):
+        future_context.replay_rounds(target_hf, domino, editor, prompts["chain"][0], 3)
     with pytest.raises(ValueError, match="prompt_len must be an int"):
-        future_context.replay_rounds(target_hf, domino, editor, prompts["chain"][0], 0)
+        future_context.replay_rounds(target_hf, domino, {"e": editor}, prompts["chain"][0], 0)
     with pytest.raises(ValueError, match="no responses of method 'deer'"):
-        future_context.replay_slices(target_hf, domino, editor, greedy, prompts, method="deer")
+        future_context.replay_slices(target_hf, domino, {"e": editor}, greedy, prompts, method="deer")
+    with pytest.raises(ValueError, match=r"level must be a number in \(0, 1\)"):
+        future_context.future_slope(rounds, n_resamples=100, level=95)
     with pytest.raises(ValueError, match="n_resamples must be an int >= 100"):
         future_context.future_slope(rounds, n_resamples=10)
     with pytest.raises(ValueError, match="missing columns"):
         future_context.advantage_by_future(rounds.drop(columns="future_correct"))
     with pytest.raises(ValueError, match="no replayed rounds"):
         future_context.future_slope(rounds.iloc[:0])
-    short = future_context.replay_rounds(target_hf, domino, editor, prompts["chain"][0][:8], 7)
+    short = future_context.replay_rounds(target_hf, domino, {"e": editor}, prompts["chain"][0][:8], 7)["e"]
     assert short.empty and list(short.columns) == future_context.COLUMNS

@@ -27,66 +27,74 @@ from .anchor_replay import anchor_blocks, leading
 COLUMNS = ["anchor", "pass", "accepted", "correct_after_reject", "changed", "proposal"]
 
 
-def _check(proposer, editor) -> None:
-    for name, network in (("proposer", proposer), ("editor", editor)):
-        if type(network) is not FeatureBlockDrafter:
-            raise TypeError(f"{name} must be a FeatureBlockDrafter, got {type(network).__name__}")
-    for field in ("block_size", "mask_token_id", "target_layer_ids"):
-        if getattr(proposer.config, field) != getattr(editor.config, field):
-            raise ValueError(f"proposer and editor must share {field}, got {getattr(proposer.config, field)} and "
-                             f"{getattr(editor.config, field)}")
+def _check(proposer, editors: dict) -> None:
+    if type(proposer) is not FeatureBlockDrafter:
+        raise TypeError(f"proposer must be a FeatureBlockDrafter, got {type(proposer).__name__}")
+    if not isinstance(editors, dict) or not editors:
+        raise TypeError(f"editors must be a non-empty {{name: FeatureBlockDrafter}}, got {type(editors).__name__}")
+    for name, editor in editors.items():
+        if type(editor) is not FeatureBlockDrafter:
+            raise TypeError(f"editor {name!r} must be a FeatureBlockDrafter, got {type(editor).__name__}")
+        for field in ("block_size", "mask_token_id", "target_layer_ids"):
+            if getattr(proposer.config, field) != getattr(editor.config, field):
+                raise ValueError(f"proposer and editor {name!r} must share {field}, got "
+                                 f"{getattr(proposer.config, field)} and {getattr(editor.config, field)}")
+
+
+def _rows(batch, real, labels, proposal, before, step: int) -> list[dict]:
+    """The replay rows of one pass (``proposal`` and ``before``: slots 1..W-1 per anchor)."""
+    accepted = leading(proposal, labels)
+    after = torch.arange(proposal.shape[-1], device=proposal.device)[None] > accepted[:, None]
+    correct = ((proposal == labels) & after).sum(-1)
+    changed = (proposal != before).sum(-1) if before is not None else torch.full_like(accepted, proposal.shape[-1])
+    return [{"anchor": int(batch.anchors[0, i]), "pass": step, "accepted": int(accepted[i]),
+             "correct_after_reject": int(correct[i]), "changed": int(changed[i]), "proposal": proposal[i].tolist()}
+            for i in torch.nonzero(real).flatten().tolist()]
 
 
 @torch.no_grad()
-def replay_rounds(hf_model, proposer: FeatureBlockDrafter, editor: FeatureBlockDrafter, sequence: list[int],
-                  prompt_len: int) -> pd.DataFrame:
-    """One row per (anchor, pass): pass 1 the proposer's P1, pass 2 the editor's edit of it;
-    ``accepted`` A, ``correct_after_reject``, ``changed`` (slots pass 2 changed) and ``proposal``."""
-    _check(proposer, editor)
+def replay_rounds(hf_model, proposer: FeatureBlockDrafter, editors: dict[str, FeatureBlockDrafter],
+                  sequence: list[int], prompt_len: int) -> dict[str, pd.DataFrame]:
+    """``{editor: rows}``, one row per (anchor, pass): pass 1 the proposer's P1 (computed once,
+    shared), pass 2 the editor's edit of it; ``accepted`` A, ``correct_after_reject``,
+    ``changed`` (slots pass 2 changed) and ``proposal``."""
+    _check(proposer, editors)
     if not isinstance(prompt_len, int) or isinstance(prompt_len, bool) or not 1 <= prompt_len <= len(sequence):
         raise ValueError(f"prompt_len must be an int in [1, {len(sequence)}], got {prompt_len!r}")
     width = int(proposer.config.block_size)
-    seq = torch.as_tensor(sequence, dtype=torch.long, device=next(editor.parameters()).device)[None]
+    seq = torch.as_tensor(sequence, dtype=torch.long, device=next(proposer.parameters()).device)[None]
     if seq.shape[1] - prompt_len < width:                      # no complete block: nothing to replay
-        return pd.DataFrame(columns=COLUMNS)
+        return {name: pd.DataFrame(columns=COLUMNS) for name in editors}
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
-    batch = anchor_blocks(hf_model, proposer, seq, prompt_len)
+    batch = anchor_blocks(hf_model, proposer, seq, prompt_len)     # the editors share W, MASK and layers
     real = (batch.labels[0, :, 1:] != block_edit.IGNORE).all(-1)    # complete blocks only
     labels = batch.labels[0, :, 1:]
     p1 = block_edit.block_logits(proposer, embed, head, batch, batch.block).argmax(-1)
     p1[..., 0] = batch.block[..., 0]
-    p2 = block_edit.block_logits(editor, embed, head, batch, p1).argmax(-1)
-    p2[..., 0] = batch.block[..., 0]
-    rows = []
-    for step, proposal, before in ((1, p1[0, :, 1:], None), (2, p2[0, :, 1:], p1[0, :, 1:])):
-        accepted = leading(proposal, labels)
-        after = torch.arange(width - 1, device=seq.device)[None] > accepted[:, None]
-        correct = ((proposal == labels) & after).sum(-1)
-        changed = (proposal != before).sum(-1) if before is not None else torch.full_like(accepted, width - 1)
-        for i in torch.nonzero(real).flatten().tolist():
-            rows.append({"anchor": int(batch.anchors[0, i]), "pass": step, "accepted": int(accepted[i]),
-                         "correct_after_reject": int(correct[i]), "changed": int(changed[i]),
-                         "proposal": proposal[i].tolist()})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    first = _rows(batch, real, labels, p1[0, :, 1:], None, 1)
+    replayed = {}
+    for name, editor in editors.items():
+        p2 = block_edit.block_logits(editor, embed, head, batch, p1).argmax(-1)
+        replayed[name] = pd.DataFrame(first + _rows(batch, real, labels, p2[0, :, 1:], p1[0, :, 1:], 2),
+                                      columns=COLUMNS)
+    return replayed
 
 
 def replay_slices(hf_model, proposer: FeatureBlockDrafter, editors: dict[str, FeatureBlockDrafter],
                   greedy: pd.DataFrame, prompts: dict[str, list[list[int]]], method: str = "ar"
                   ) -> dict[str, pd.DataFrame]:
-    """``{variant: rounds}``: :func:`replay_rounds` of every editor over every greedy response of
-    ``method`` in a benchmark grid (columns ``slice`` and ``prompt`` added)."""
+    """``{editor: rows}``: :func:`replay_rounds` over every greedy response of ``method`` in a
+    benchmark grid (columns ``slice`` and ``prompt`` added)."""
     responses = greedy[greedy["method"] == method]
     if responses.empty:
         raise ValueError(f"greedy holds no responses of method {method!r}")
-    replayed = {}
-    for name, editor in editors.items():
-        frames = []
-        for row in responses.itertuples():
-            prompt = prompts[row.slice][row.prompt]
-            frame = replay_rounds(hf_model, proposer, editor, list(prompt) + list(row.output), len(prompt))
-            frames.append(frame.assign(slice=row.slice, prompt=row.prompt))
-        replayed[name] = pd.concat(frames, ignore_index=True)
-    return replayed
+    frames = {name: [] for name in editors}
+    for row in responses.itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        for name, frame in replay_rounds(hf_model, proposer, editors, list(prompt) + list(row.output),
+                                         len(prompt)).items():
+            frames[name].append(frame.assign(slice=row.slice, prompt=row.prompt))
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
 
 
 def ablation_table(replayed: dict[str, pd.DataFrame], reference: str = "full") -> pd.DataFrame:

@@ -29,6 +29,8 @@ fixed effect per length), with a bootstrap over responses (a response is the clu
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import pandas as pd
 import torch
@@ -40,18 +42,32 @@ from ..training.baselines import _backbone
 from . import editing
 from .anchor_replay import anchor_blocks, leading
 
-COLUMNS = ["anchor", "pass", "accepted", "proposal", "backbone", "edited", "accepted_proposal", "future_correct", "accepted_domino",
-           "accepted_editor", "advantage"]
+#: One row per anchor.  Domino's side: ``accepted`` / ``proposal`` are Domino's real A and (corrected)
+#: draft over its W slots (what :func:`visited` walks and what the decode check reads); ``backbone`` is
+#: the backbone's argmax proposal, ``accepted_proposal`` its A over the first m slots and
+#: ``future_correct`` its correct slots after the first mismatch among them; ``accepted_domino`` is
+#: Domino's A over the same m slots.  The editor's side: ``edited`` (its slots 1..W_e - 1) and
+#: ``accepted_editor``; ``advantage`` = accepted_editor - accepted_domino.
+COLUMNS = ["anchor", "pass", "accepted", "proposal", "backbone", "edited", "accepted_proposal", "future_correct",
+           "accepted_domino", "accepted_editor", "advantage"]
 
 
-def _check_networks(domino, editor) -> None:
+def _check_networks(domino, editors: dict) -> None:
     if not isinstance(domino, DominoNetwork):
         raise TypeError(f"domino must be a DominoNetwork, got {type(domino).__name__}")
-    if type(editor) is not FeatureBlockDrafter:
-        raise TypeError(f"editor must be a DEdit FeatureBlockDrafter (not a baseline head), got {type(editor).__name__}")
-    if int(domino.config.mask_token_id) != int(editor.config.mask_token_id):
-        raise ValueError(f"domino and editor must share the MASK id, got {domino.config.mask_token_id} and "
-                         f"{editor.config.mask_token_id}")
+    if not isinstance(editors, dict) or not editors:
+        raise TypeError(f"editors must be a non-empty {{name: FeatureBlockDrafter}}, got {type(editors).__name__}")
+    device = next(domino.parameters()).device
+    for name, editor in editors.items():
+        if type(editor) is not FeatureBlockDrafter:
+            raise TypeError(f"editor {name!r} must be a DEdit FeatureBlockDrafter (not a baseline head), got "
+                            f"{type(editor).__name__}")
+        if int(domino.config.mask_token_id) != int(editor.config.mask_token_id):
+            raise ValueError(f"domino and editor {name!r} must share the MASK id, got {domino.config.mask_token_id} "
+                             f"and {editor.config.mask_token_id}")
+        if next(editor.parameters()).device != device:
+            raise ValueError(f"domino and editor {name!r} must be on one device, got {device} and "
+                             f"{next(editor.parameters()).device}")
 
 
 def editor_inputs(block: torch.Tensor, editor_anchors: torch.Tensor, domino_anchors: torch.Tensor,
@@ -72,47 +88,52 @@ def editor_inputs(block: torch.Tensor, editor_anchors: torch.Tensor, domino_anch
 
 
 @torch.no_grad()
-def replay_rounds(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, sequence: list[int],
-                  prompt_len: int) -> pd.DataFrame:
-    """One row per anchor of ``sequence`` (the prompt, then the target's greedy continuation),
-    from the last prompt token while both blocks' labels fit: ``accepted`` / ``proposal`` are
-    Domino's real A and draft (W_domino slots; :func:`spec_lib.studies.editing.decoded_path`
-    walks them), ``accepted_proposal`` / ``future_correct`` describe the backbone's proposal
-    over the first m slots, ``accepted_domino`` / ``accepted_editor`` the two corrections' A
-    over the same m slots, and ``advantage`` is A_editor - A_domino."""
-    _check_networks(domino, editor)
+def replay_rounds(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlockDrafter], sequence: list[int],
+                  prompt_len: int) -> dict[str, pd.DataFrame]:
+    """``{editor: rows}`` (:data:`COLUMNS`), one row per anchor of ``sequence`` (the prompt, then the
+    target's greedy continuation) from the last prompt token while every block's labels fit.
+    Domino's side (the backbone pass and its corrector's per-anchor loop) is computed once and
+    shared by the editors; each editor edits the same backbone proposals."""
+    _check_networks(domino, editors)
     if not isinstance(prompt_len, int) or isinstance(prompt_len, bool) or not 1 <= prompt_len <= len(sequence):
         raise ValueError(f"prompt_len must be an int in [1, {len(sequence)}], got {prompt_len!r}")
-    w_domino, w_editor = int(domino.config.block_size), int(editor.config.block_size)
-    m = min(w_domino, w_editor - 1)
-    seq = torch.as_tensor(sequence, dtype=torch.long, device=next(editor.parameters()).device)[None]
-    last = seq.shape[1] - 1 - max(w_domino, w_editor)   # anchors with labels for every slot of both blocks
+    w_domino = int(domino.config.block_size)
+    widths = {name: int(editor.config.block_size) for name, editor in editors.items()}
+    seq = torch.as_tensor(sequence, dtype=torch.long, device=next(domino.parameters()).device)[None]
+    last = seq.shape[1] - 1 - max(w_domino, *widths.values())   # anchors with labels for every slot of every block
     if last < prompt_len - 1:
-        return pd.DataFrame(columns=COLUMNS)
+        return {name: pd.DataFrame(columns=COLUMNS) for name in editors}
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
     d_batch = anchor_blocks(hf_model, domino, seq, prompt_len)
     base, hidden = _backbone(domino, embed, head, d_batch)
     proposal = base.argmax(-1)[0]                                          # (A, W_domino): slot j is y_{a+j+1}
     d_index = {int(a): i for i, a in enumerate(d_batch.anchors[0].tolist())}
-    e_batch = anchor_blocks(hf_model, editor, seq, prompt_len)
-    e_index = {int(a): i for i, a in enumerate(e_batch.anchors[0].tolist())}
-    inputs = editor_inputs(e_batch.block[0], e_batch.anchors[0], d_batch.anchors[0], proposal)
-    edited = block_edit.block_logits(editor, embed, head, e_batch, inputs[None]).argmax(-1)[0]   # (A_e, W_editor)
     y = seq[0]
-    rows = []
+    shared = []
     for anchor in range(prompt_len - 1, last + 1):
         i = d_index[anchor]
         _, draft = domino.corrected(base[0, i], hidden[0, i], embed(y[anchor:anchor + 1]), embed)
         labels = y[anchor + 1: anchor + 1 + w_domino]
-        prop, target = proposal[i, :m], labels[:m]
-        a_prop = int(leading(prop, target))
-        a_domino = int(leading(draft[:m], target))
-        a_editor = int(leading(edited[e_index[anchor], 1: m + 1], target))
-        rows.append({"anchor": anchor, "pass": 1, "accepted": int(leading(draft, labels)), "proposal": draft.tolist(),
-                     "backbone": proposal[i].tolist(), "edited": edited[e_index[anchor], 1:].tolist(),
-                     "accepted_proposal": a_prop, "future_correct": int((prop[a_prop + 1:] == target[a_prop + 1:]).sum()),
-                     "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino})
-    return pd.DataFrame(rows, columns=COLUMNS)
+        shared.append((anchor, i, draft, labels))
+    replayed = {}
+    for name, editor in editors.items():
+        m = min(w_domino, widths[name] - 1)
+        e_batch = anchor_blocks(hf_model, editor, seq, prompt_len)
+        e_index = {int(a): i for i, a in enumerate(e_batch.anchors[0].tolist())}
+        inputs = editor_inputs(e_batch.block[0], e_batch.anchors[0], d_batch.anchors[0], proposal)
+        edited = block_edit.block_logits(editor, embed, head, e_batch, inputs[None]).argmax(-1)[0]   # (A_e, W_e)
+        rows = []
+        for anchor, i, draft, labels in shared:
+            prop, target, mine = proposal[i, :m], labels[:m], edited[e_index[anchor], 1:]
+            a_prop = int(leading(prop, target))
+            a_domino, a_editor = int(leading(draft[:m], target)), int(leading(mine[:m], target))
+            rows.append({"anchor": anchor, "pass": 1, "accepted": int(leading(draft, labels)),
+                         "proposal": draft.tolist(), "backbone": proposal[i].tolist(), "edited": mine.tolist(),
+                         "accepted_proposal": a_prop,
+                         "future_correct": int((prop[a_prop + 1:] == target[a_prop + 1:]).sum()),
+                         "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino})
+        replayed[name] = pd.DataFrame(rows, columns=COLUMNS)
+    return replayed
 
 
 def visited(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -120,18 +141,20 @@ def visited(rounds: pd.DataFrame) -> pd.DataFrame:
     return editing.on_path(rounds, editing.decoded_path(rounds, 1))
 
 
-def replay_slices(hf_model, domino: DominoNetwork, editor: FeatureBlockDrafter, greedy: pd.DataFrame,
-                  prompts: dict[str, list[list[int]]], method: str = "ar") -> pd.DataFrame:
-    """:func:`replay_rounds` over every greedy response of ``method`` in a benchmark grid
-    (columns ``slice`` and ``prompt`` added)."""
-    frames = []
-    for row in greedy[greedy["method"] == method].itertuples():
-        prompt = prompts[row.slice][row.prompt]
-        frame = replay_rounds(hf_model, domino, editor, list(prompt) + list(row.output), len(prompt))
-        frames.append(frame.assign(slice=row.slice, prompt=row.prompt))
-    if not frames:
+def replay_slices(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlockDrafter], greedy: pd.DataFrame,
+                  prompts: dict[str, list[list[int]]], method: str = "ar") -> dict[str, pd.DataFrame]:
+    """``{editor: rows}``: :func:`replay_rounds` over every greedy response of ``method`` in a
+    benchmark grid (columns ``slice`` and ``prompt`` added)."""
+    responses = greedy[greedy["method"] == method]
+    if responses.empty:
         raise ValueError(f"greedy holds no responses of method {method!r}")
-    return pd.concat(frames, ignore_index=True)
+    frames = {name: [] for name in editors}
+    for row in responses.itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        for name, frame in replay_rounds(hf_model, domino, editors, list(prompt) + list(row.output),
+                                         len(prompt)).items():
+            frames[name].append(frame.assign(slice=row.slice, prompt=row.prompt))
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
 
 
 def _cluster_weights(clusters: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
@@ -143,14 +166,16 @@ def _cluster_weights(clusters: np.ndarray, n_resamples: int, seed: int) -> np.nd
     return np.vstack([np.ones(len(clusters)), counts[:, inverse]])
 
 
-def _check_rounds(rounds: pd.DataFrame, n_resamples: int) -> None:
+def _check_rounds(rounds: pd.DataFrame, n_resamples: int, level: float) -> None:
     missing = {"slice", "prompt", "future_correct", "accepted_proposal", "advantage"} - set(rounds.columns)
     if missing:
         raise ValueError(f"rounds must come from replay_slices, missing columns {sorted(missing)}")
     if rounds.empty:
         raise ValueError("no replayed rounds")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral) or n_resamples < 100:
         raise ValueError(f"n_resamples must be an int >= 100, got {n_resamples!r}")
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
 
 
 def _clusters(rounds: pd.DataFrame) -> np.ndarray:
@@ -162,7 +187,7 @@ def advantage_by_future(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int
     """Figure 3(b): mean advantage A_editor - A_domino per number of correct future tokens, with
     a percentile interval from the response bootstrap, and the shares of rounds the editor
     wins, ties and loses."""
-    _check_rounds(rounds, n_resamples)
+    _check_rounds(rounds, n_resamples, level)
     weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
     adv = rounds["advantage"].to_numpy(float)
     rows = []
@@ -198,7 +223,7 @@ def future_slope(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, l
     """The advantage's slope per extra correct future token after stratifying by the proposal's
     accepted-prefix length (seed 002: 0.140, 95% CI [0.130, 0.150]), with a percentile interval
     from the response bootstrap; and the overall shares of rounds the editor wins, ties, loses."""
-    _check_rounds(rounds, n_resamples)
+    _check_rounds(rounds, n_resamples, level)
     weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
     x, y = rounds["future_correct"].to_numpy(float), rounds["advantage"].to_numpy(float)
     strata = rounds["accepted_proposal"].to_numpy()

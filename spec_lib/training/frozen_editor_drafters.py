@@ -19,8 +19,9 @@ from .block_drafters import DEDIT_PRESETS
 from .frozen_editors import FrozenEditorConfig, frozen_editor_key, load_proposer, save_frozen_editors
 
 #: ``smoke`` checks the pipeline in seconds; ``cpu`` trains the four editors on notebook 30's cpu
-#: DFlash for 400 steps each (seed 002's Table 2(b) is a smaller "controlled" setting than its
-#: main runs; here: about half of the main drafters' 750 steps).
+#: DFlash for 400 steps each, about half of the main drafters' 750, on the same teacher set: a
+#: choice of this project's cpu budget (seed 002's Table 2(b) instead trains on a separate,
+#: smaller "100K" corpus).
 FROZEN_EDITOR_PRESETS: dict[str, FrozenEditorConfig] = {
     "smoke": FrozenEditorConfig(dedit=DEDIT_PRESETS["smoke"], steps=40),
     "cpu": FrozenEditorConfig(dedit=DEDIT_PRESETS["cpu"], steps=400),

@@ -58,7 +58,7 @@ class FrozenEditorConfig:
     dedit: DEditConfig = field(default_factory=DEditConfig)
     proposer: str = "dflash"            # the ``dedit`` network that supplies P1, frozen
     variants: tuple[str, ...] = tuple(VARIANTS)
-    steps: int | None = None            # None: ``dedit.steps`` (seed 002's controlled setting is smaller)
+    steps: int | None = None            # None: ``dedit.steps`` (fewer fit the editors' cpu training budget)
 
 
 def _check(config: FrozenEditorConfig) -> None:
@@ -69,6 +69,10 @@ def _check(config: FrozenEditorConfig) -> None:
     names = [n for n in network_names(config.dedit) if n == "dflash" or n.startswith("dflash_w")]
     if config.proposer not in names:
         raise ValueError(f"proposer must be a DFlash network of config.dedit, one of {names}, got {config.proposer!r}")
+    width = dict((f"{n}_w{w}", w) for n, w in config.dedit.expansions).get(config.proposer, config.dedit.width)
+    if width != config.dedit.width:                      # known before anything is trained
+        raise ValueError(f"the proposer {config.proposer!r} drafts blocks of {width}, the editors are trained at "
+                         f"W = {config.dedit.width}: choose a proposer trained at W = {config.dedit.width}")
     if not config.variants or any(v not in VARIANTS for v in config.variants):
         raise ValueError(f"variants must be a non-empty subset of {list(VARIANTS)}, got {list(config.variants)}")
     if config.steps is not None and (isinstance(config.steps, bool) or not isinstance(config.steps, int)
@@ -121,10 +125,11 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> t
     d = config.dedit
     started = time.perf_counter()
     proposer = load_proposer(config, progress)
-    if int(proposer.config.block_size) != d.width:
-        raise ValueError(f"the proposer {config.proposer!r} drafts blocks of {proposer.config.block_size}, the editors "
-                         f"are trained at W = {d.width}: choose a proposer trained at W = {d.width}")
     s = setup(d, progress)
+    for name in ("block_size", "mask_token_id", "target_layer_ids"):
+        if getattr(proposer.config, name) != getattr(s.initial.config, name):
+            raise RuntimeError(f"the proposer's {name} {getattr(proposer.config, name)} differs from the editors' "
+                               f"{getattr(s.initial.config, name)}: the DEdit pipeline and drafter_setup disagree")
     weights = block_edit.position_weights(d.width, d.gamma)
     eval_gen = torch.Generator().manual_seed(d.seed + 1)
     eval_batches = [anchor_batch(d, s.hf_model, s.layer_ids, s.teacher["heldout_prompts"][i: i + d.batch_size],
