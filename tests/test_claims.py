@@ -366,10 +366,11 @@ def _macro(table: list[dict], temperature: float) -> dict[str, dict]:
 
 def test_30_dedit_first_pass_on_par_with_dflash_and_proposal_mix_tracks_it():
     """DEdit's first pass is on par with DFlash's (seed 002, Table 2(a): P1 "on par"): held-out
-    P1 accuracy within 0.03 (measured 0.713 vs 0.723); its trained editing pass beats its first
-    pass (0.769).  Table 6's direction: ProposalMix feeds ground truth at more slots as the first
-    pass improves (+0.3 or more from the first evaluation: 0.26 -> 0.67).  (No time claim: the
-    training time of this run, 48.3 min, was measured while other jobs shared the cores.)"""
+    P1 accuracy within 0.03 (measured 0.735 vs 0.706); its trained editing pass beats its first
+    pass (0.770).  Table 6's direction: ProposalMix feeds ground truth at more slots as the first
+    pass improves (+0.3 or more from the first evaluation: 0.34 -> 0.70).  The budget: the six
+    training phases and the teacher set within 25 minutes (measured 23.3 + 0.6 min, cores not
+    shared)."""
     m = metrics("30_dedit_training")
     final = {r["variant"]: r for r in m["summary"]}
     assert abs(final["dedit"]["final_p1_accuracy"] - final["dflash"]["final_p1_accuracy"]) < 0.03
@@ -378,6 +379,7 @@ def test_30_dedit_first_pass_on_par_with_dflash_and_proposal_mix_tracks_it():
     rates = m["proposal_mix_rates"]
     assert rates[-1]["gt_selection"] > rates[0]["gt_selection"] + 0.3
     assert all(r["overwrite"] <= r["gt_selection"] for r in rates)
+    assert sum(r["train_seconds"] for r in m["summary"]) + m["record"]["teacher_seconds"] < 25 * 60
 
 
 def test_31_dedit_is_lossless_dflash_beats_ar_and_editing_costs_more_than_it_gains_on_this_cpu():
@@ -543,3 +545,29 @@ def test_compile_options_benchmark():
         median, low, _ = report["over_default"][variant]
         assert low <= 1.0 and 0.9 <= median <= 1.2, (variant, report["over_default"])
         assert report["over_generate"][variant][0] < 2.0, report["over_generate"]
+
+
+def test_33_causal_heads_lead_on_this_small_backbone_and_every_output_is_lossless():
+    """Greedy macro tau (measured: Domino 6.02, DSpark 4.99, DFlash 3.38, DEdit W = 32 P3 3.32);
+    macro speedup DSpark 1.44x, Domino 1.39x, DFlash 1.08x, DEdit 0.59x; on math Domino 1.52x
+    [1.27, 1.86] and DSpark 1.60x [1.27, 2.10]; the confidence cut at 0.5 verifies fewer than 16
+    drafts in 36-49% of rounds; T = 1: every drafter below 0.45x AR.  Domino's corrector lifts its
+    backbone's held-out accuracy from 0.59 to 0.91."""
+    m = metrics("33_dedit_baselines")
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 200
+    greedy, stochastic = _macro(m["main"], 0.0), _macro(m["main"], 1.0)
+    assert greedy["domino"]["tau"] > greedy["dspark"]["tau"] + 0.5 > greedy["dflash P1"]["tau"] + 1.0
+    assert greedy["dedit W=32 P3"]["tau"] < greedy["dspark"]["tau"] - 1.0
+    assert min(greedy["domino"]["speedup"], greedy["dspark"]["speedup"]) > 1.25 > greedy["dflash P1"]["speedup"]
+    assert greedy["dedit W=32 P3"]["speedup"] < 0.8
+    for method in ("domino", "dspark"):
+        assert row("33_dedit_baselines", "main", temperature=0.0, slice="math", method=method)["speedup_low"] > 1.1
+    assert all(r["speedup"] < 0.45 for name, r in stochastic.items() if name != "ar")
+    cut = {(r["method"], r["slice"]): r for r in m["dspark_cut"]}
+    assert all(r["verified_per_round"] == 16 and r["cut_share"] == 0 for (k, _), r in cut.items() if k == "dspark")
+    assert all(0.3 < r["cut_share"] < 0.55 and r["verified_per_round"] < 13 for (k, _), r in cut.items() if k != "dspark")
+    heads = {r["head"]: r for r in m["training"]}
+    assert heads["domino"]["final_accuracy"] > heads["domino"]["final_base_accuracy"] + 0.25
+    timing = {r["method"]: r for r in m["timing"]}
+    assert timing["domino"]["drafter_ms_per_round"] > timing["dflash P1"]["drafter_ms_per_round"]
+    assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
