@@ -60,6 +60,14 @@ def test_rounds_compare_the_same_proposal_over_the_same_slots(replayed):
         assert (lead["p"], lead["d"], lead["e"]) == (row.accepted_proposal, row.accepted_domino, row.accepted_editor)
         assert row.future_correct == int((np.array(row.backbone[:m]) == target)[lead["p"] + 1:].sum())
         assert row.advantage == row.accepted_editor - row.accepted_domino
+        # The corrector over the proposal reads what Domino's own loop reads until their first
+        # difference, so their tokens agree through it (teacher-forced and looped heads agree).
+        differ = [j for j, (a, b) in enumerate(zip(row.proposal, row.backbone)) if a != b]
+        k = differ[0] if differ else len(row.proposal) - 1
+        assert row.corrector[: k + 1] == row.proposal[: k + 1]
+        assert row.accepted_corrector == int(np.cumprod(np.array(row.corrector[:m]) == target).sum())
+        assert row.advantage_over_corrector == row.accepted_editor - row.accepted_corrector
+    assert (rounds["accepted_corrector"] != rounds["accepted_domino"]).any()    # the two comparisons differ
 
 
 def test_editor_reads_dominos_proposal_at_the_same_anchor():
@@ -150,6 +158,8 @@ def test_bad_arguments_are_named(replayed, trained_heads):
         future_context.replay_rounds(target_hf, domino, {"e": editor}, prompts["chain"][0], 0)
     with pytest.raises(ValueError, match="no responses of method 'deer'"):
         future_context.replay_slices(target_hf, domino, {"e": editor}, greedy, prompts, method="deer")
+    with pytest.raises(ValueError, match="against must be one of"):
+        future_context.future_slope(rounds, n_resamples=100, against="dspark")
     with pytest.raises(ValueError, match=r"level must be a number in \(0, 1\)"):
         future_context.future_slope(rounds, n_resamples=100, level=95)
     with pytest.raises(ValueError, match="n_resamples must be an int >= 100"):

@@ -47,9 +47,14 @@ from .anchor_replay import anchor_blocks, leading
 #: the backbone's argmax proposal, ``accepted_proposal`` its A over the first m slots and
 #: ``future_correct`` its correct slots after the first mismatch among them; ``accepted_domino`` is
 #: Domino's A over the same m slots.  The editor's side: ``edited`` (its slots 1..W_e - 1) and
-#: ``accepted_editor``; ``advantage`` = accepted_editor - accepted_domino.
+#: ``accepted_editor``; ``advantage`` = accepted_editor - accepted_domino.  ``accepted_corrector`` is
+#: Domino's corrector run once over the backbone's proposal (its GRU reading the proposal's tokens,
+#: as the editor does, instead of its own corrections), ``advantage_over_corrector`` the editor's
+#: advantage over it: the two differ only in what they may see (causal vs bidirectional);
+#: ``corrector`` holds its tokens.
 COLUMNS = ["anchor", "pass", "accepted", "proposal", "backbone", "edited", "accepted_proposal", "future_correct",
-           "accepted_domino", "accepted_editor", "advantage"]
+           "accepted_domino", "accepted_editor", "advantage", "corrector", "accepted_corrector",
+           "advantage_over_corrector"]
 
 
 def _check_networks(domino, editors: dict) -> None:
@@ -107,6 +112,10 @@ def replay_rounds(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlo
     d_batch = anchor_blocks(hf_model, domino, seq, prompt_len)
     base, hidden = _backbone(domino, embed, head, d_batch)
     proposal = base.argmax(-1)[0]                                          # (A, W_domino): slot j is y_{a+j+1}
+    # The corrector as a one-pass editor: its GRU reads the backbone's proposal (anchor first), not
+    # its own corrections, so it sees exactly what the editor sees, up to the slot it corrects.
+    read = torch.cat([d_batch.block[0, :, :1], proposal[:, :-1]], dim=1)
+    on_proposal = domino.teacher_forced(base[0], hidden[0], embed(read)).argmax(-1)   # (A, W_domino)
     d_index = {int(a): i for i, a in enumerate(d_batch.anchors[0].tolist())}
     y = seq[0]
     shared = []
@@ -127,11 +136,14 @@ def replay_rounds(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlo
             prop, target, mine = proposal[i, :m], labels[:m], edited[e_index[anchor], 1:]
             a_prop = int(leading(prop, target))
             a_domino, a_editor = int(leading(draft[:m], target)), int(leading(mine[:m], target))
+            a_corrector = int(leading(on_proposal[i, :m], target))
             rows.append({"anchor": anchor, "pass": 1, "accepted": int(leading(draft, labels)),
                          "proposal": draft.tolist(), "backbone": proposal[i].tolist(), "edited": mine.tolist(),
                          "accepted_proposal": a_prop,
                          "future_correct": int((prop[a_prop + 1:] == target[a_prop + 1:]).sum()),
-                         "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino})
+                         "accepted_domino": a_domino, "accepted_editor": a_editor, "advantage": a_editor - a_domino,
+                         "corrector": on_proposal[i].tolist(), "accepted_corrector": a_corrector,
+                         "advantage_over_corrector": a_editor - a_corrector})
         replayed[name] = pd.DataFrame(rows, columns=COLUMNS)
     return replayed
 
@@ -166,8 +178,19 @@ def _cluster_weights(clusters: np.ndarray, n_resamples: int, seed: int) -> np.nd
     return np.vstack([np.ones(len(clusters)), counts[:, inverse]])
 
 
-def _check_rounds(rounds: pd.DataFrame, n_resamples: int, level: float) -> None:
-    missing = {"slice", "prompt", "future_correct", "accepted_proposal", "advantage"} - set(rounds.columns)
+#: What the editor's advantage is measured against: Domino's real draft (its corrector reading its own
+#: corrections, as it decodes) or its corrector run once over the same proposal (a causal editor).
+AGAINST = {"domino": "advantage", "corrector": "advantage_over_corrector"}
+
+
+def _column(against: str) -> str:
+    if against not in AGAINST:
+        raise ValueError(f"against must be one of {list(AGAINST)}, got {against!r}")
+    return AGAINST[against]
+
+
+def _check_rounds(rounds: pd.DataFrame, n_resamples: int, level: float, column: str) -> None:
+    missing = {"slice", "prompt", "future_correct", "accepted_proposal", column} - set(rounds.columns)
     if missing:
         raise ValueError(f"rounds must come from replay_slices, missing columns {sorted(missing)}")
     if rounds.empty:
@@ -182,14 +205,15 @@ def _clusters(rounds: pd.DataFrame) -> np.ndarray:
     return (rounds["slice"].astype(str) + "/" + rounds["prompt"].astype(str)).to_numpy()
 
 
-def advantage_by_future(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95
-                        ) -> pd.DataFrame:
-    """Figure 3(b): mean advantage A_editor - A_domino per number of correct future tokens, with
-    a percentile interval from the response bootstrap, and the shares of rounds the editor
-    wins, ties and loses."""
-    _check_rounds(rounds, n_resamples, level)
+def advantage_by_future(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95,
+                        against: str = "domino") -> pd.DataFrame:
+    """Figure 3(b): mean advantage of the editor over Domino (``against``, :data:`AGAINST`) per
+    number of correct future tokens, with a percentile interval from the response bootstrap, and
+    the shares of rounds the editor wins, ties and loses."""
+    column = _column(against)
+    _check_rounds(rounds, n_resamples, level, column)
     weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
-    adv = rounds["advantage"].to_numpy(float)
+    adv = rounds[column].to_numpy(float)
     rows = []
     for count in sorted(rounds["future_correct"].unique()):
         pick = (rounds["future_correct"] == count).to_numpy()
@@ -219,19 +243,22 @@ def _within_slope(x: np.ndarray, y: np.ndarray, strata: np.ndarray, weights: np.
                     np.nan)
 
 
-def future_slope(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
-    """The advantage's slope per extra correct future token after stratifying by the proposal's
-    accepted-prefix length (seed 002: 0.140, 95% CI [0.130, 0.150]), with a percentile interval
-    from the response bootstrap; and the overall shares of rounds the editor wins, ties, loses."""
-    _check_rounds(rounds, n_resamples, level)
+def future_slope(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95,
+                 against: str = "domino") -> dict:
+    """The slope of the advantage (over ``against``, :data:`AGAINST`) per extra correct future token
+    after stratifying by the proposal's accepted-prefix length (seed 002: 0.140, 95% CI [0.130,
+    0.150]), with a percentile interval from the response bootstrap; and the overall shares of
+    rounds the editor wins, ties, loses."""
+    column = _column(against)
+    _check_rounds(rounds, n_resamples, level, column)
     weights = _cluster_weights(_clusters(rounds), n_resamples, seed)
-    x, y = rounds["future_correct"].to_numpy(float), rounds["advantage"].to_numpy(float)
+    x, y = rounds["future_correct"].to_numpy(float), rounds[column].to_numpy(float)
     strata = rounds["accepted_proposal"].to_numpy()
     slopes = np.concatenate([_within_slope(x, y, strata, weights[i: i + 500])            # bounded memory
                              for i in range(0, len(weights), 500)])
     finite = slopes[1:][np.isfinite(slopes[1:])]         # NaN: a resample (or the sample) with no spread in x
     low, high = np.quantile(finite, [(1 - level) / 2, (1 + level) / 2]) if finite.size else (np.nan, np.nan)
-    adv = rounds["advantage"].to_numpy()
+    adv = rounds[column].to_numpy()
     return {"rounds": int(len(rounds)), "responses": int(len(np.unique(_clusters(rounds)))),
             "slope": float(slopes[0]), "slope_low": float(low), "slope_high": float(high),
             "mean_advantage": float(adv.mean()), "wins": float((adv > 0).mean()), "ties": float((adv == 0).mean()),
@@ -239,16 +266,20 @@ def future_slope(rounds: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, l
 
 
 def slope_table(rounds: dict[str, pd.DataFrame], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """:func:`future_slope` per editor (``{editor: visited rounds}``), over all slices (``"all"``)
-    and per slice."""
+    """:func:`future_slope` per editor (``{editor: visited rounds}``) and comparison
+    (:data:`AGAINST`), over all slices (``"all"``) and per slice."""
     rows = []
     for editor, part in rounds.items():
         groups = [("all", part)] + [(name, group) for name, group in part.groupby("slice", sort=False)]
-        rows += [{"editor": editor, "slice": name, **future_slope(group, n_resamples, seed)} for name, group in groups]
+        rows += [{"editor": editor, "against": against, "slice": name,
+                  **future_slope(group, n_resamples, seed, against=against)}
+                 for against in AGAINST for name, group in groups]
     return pd.DataFrame(rows)
 
 
 def by_future_table(rounds: dict[str, pd.DataFrame], n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """:func:`advantage_by_future` per editor (``{editor: visited rounds}``), with an ``editor`` column."""
-    return pd.concat([advantage_by_future(part, n_resamples, seed).assign(editor=editor)
-                      for editor, part in rounds.items()], ignore_index=True)
+    """:func:`advantage_by_future` per editor (``{editor: visited rounds}``) and comparison
+    (:data:`AGAINST`), with ``editor`` and ``against`` columns."""
+    return pd.concat([advantage_by_future(part, n_resamples, seed, against=against).assign(editor=editor,
+                                                                                           against=against)
+                      for editor, part in rounds.items() for against in AGAINST], ignore_index=True)
