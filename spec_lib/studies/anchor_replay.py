@@ -8,6 +8,9 @@ draft slots equal to them are exactly the drafts that round accepts.
 
 from __future__ import annotations
 
+from typing import Callable
+
+import pandas as pd
 import torch
 
 from ..training import block_edit
@@ -30,3 +33,19 @@ def anchor_blocks(hf_model, network, seq: torch.Tensor, prompt_len: int) -> bloc
 def leading(tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Leading positions (last dimension) where ``tokens`` equals ``labels``."""
     return (tokens == labels).long().cumprod(-1).sum(-1)
+
+
+def replay_responses(replay: Callable[[list[int], int], dict[str, pd.DataFrame]], greedy: pd.DataFrame,
+                     prompts: dict[str, list[list[int]]], method: str = "ar") -> dict[str, pd.DataFrame]:
+    """``{name: rows}``: ``replay(sequence, prompt_len)`` (which returns ``{name: rows}``) over every
+    greedy response of ``method`` in a benchmark grid, each response's rows tagged with its
+    ``slice`` and ``prompt``."""
+    responses = greedy[greedy["method"] == method]
+    if responses.empty:
+        raise ValueError(f"greedy holds no responses of method {method!r}")
+    frames: dict[str, list[pd.DataFrame]] = {}
+    for row in responses.itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        for name, frame in replay(list(prompt) + list(row.output), len(prompt)).items():
+            frames.setdefault(name, []).append(frame.assign(slice=row.slice, prompt=row.prompt))
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}

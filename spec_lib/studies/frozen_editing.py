@@ -22,7 +22,7 @@ import torch
 from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
 from . import editing
-from .anchor_replay import anchor_blocks, leading
+from .anchor_replay import anchor_blocks, leading, replay_responses
 
 COLUMNS = ["anchor", "pass", "accepted", "correct_after_reject", "changed", "proposal"]
 
@@ -85,16 +85,8 @@ def replay_slices(hf_model, proposer: FeatureBlockDrafter, editors: dict[str, Fe
                   ) -> dict[str, pd.DataFrame]:
     """``{editor: rows}``: :func:`replay_rounds` over every greedy response of ``method`` in a
     benchmark grid (columns ``slice`` and ``prompt`` added)."""
-    responses = greedy[greedy["method"] == method]
-    if responses.empty:
-        raise ValueError(f"greedy holds no responses of method {method!r}")
-    frames = {name: [] for name in editors}
-    for row in responses.itertuples():
-        prompt = prompts[row.slice][row.prompt]
-        for name, frame in replay_rounds(hf_model, proposer, editors, list(prompt) + list(row.output),
-                                         len(prompt)).items():
-            frames[name].append(frame.assign(slice=row.slice, prompt=row.prompt))
-    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
+    return replay_responses(lambda sequence, prompt_len: replay_rounds(hf_model, proposer, editors, sequence,
+                                                                       prompt_len), greedy, prompts, method)
 
 
 def ablation_table(replayed: dict[str, pd.DataFrame], reference: str = "full") -> pd.DataFrame:

@@ -40,7 +40,7 @@ from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
 from ..training.baselines import _backbone
 from . import editing
-from .anchor_replay import anchor_blocks, leading
+from .anchor_replay import anchor_blocks, leading, replay_responses
 
 #: One row per anchor.  Domino's side: ``accepted`` / ``proposal`` are Domino's real A and (corrected)
 #: draft over its W slots (what :func:`visited` walks and what the decode check reads); ``backbone`` is
@@ -157,16 +157,8 @@ def replay_slices(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlo
                   prompts: dict[str, list[list[int]]], method: str = "ar") -> dict[str, pd.DataFrame]:
     """``{editor: rows}``: :func:`replay_rounds` over every greedy response of ``method`` in a
     benchmark grid (columns ``slice`` and ``prompt`` added)."""
-    responses = greedy[greedy["method"] == method]
-    if responses.empty:
-        raise ValueError(f"greedy holds no responses of method {method!r}")
-    frames = {name: [] for name in editors}
-    for row in responses.itertuples():
-        prompt = prompts[row.slice][row.prompt]
-        for name, frame in replay_rounds(hf_model, domino, editors, list(prompt) + list(row.output),
-                                         len(prompt)).items():
-            frames[name].append(frame.assign(slice=row.slice, prompt=row.prompt))
-    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
+    return replay_responses(lambda sequence, prompt_len: replay_rounds(hf_model, domino, editors, sequence,
+                                                                       prompt_len), greedy, prompts, method)
 
 
 def _cluster_weights(clusters: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
