@@ -609,3 +609,23 @@ def test_34_the_editor_uses_future_tokens_against_a_causal_pass_but_loses_to_dom
     assert own["mean_advantage"] < visibility["mean_advantage"] < 0
     assert _slope("dedit", "corrector", "copy")["slope"] > visibility["slope"] > _slope("dedit", "corrector", "code")["slope"]
     assert visibility["rounds"] == own["rounds"] == 1198
+
+
+def test_dflash_peer_benchmark():
+    """README, *A peer*: benchmarks/results/dflash_peer_cpu.json, written by benchmarks/dflash_peer.py
+    with the current cpu DFlash drafter (its key checked).  The project's checkpoint loads into the
+    PyPI dflash 0.1.0 with no missing or unexpected keys; all 24 greedy outputs of both decoders
+    equal the target's AR output; after the first round (which differs by design) tau agrees
+    within 0.15 (measured 3.00 and 3.04); the peer decodes faster on this CPU (446 [440, 462]
+    against 393 [390, 421] tokens/s)."""
+    from pathlib import Path
+
+    report = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "dflash_peer_cpu.json")
+                        .read_text())
+    assert report["drafter_key"] == drafter_key("cpu"), "the peer ran other drafters: rerun benchmarks/dflash_peer.py"
+    assert report["peer"]["dflash"] == "0.1.0" and not any(report["peer"]["loading"].values())
+    assert set(report["identical"].values()) == {report["responses"]} and report["responses"] == 24
+    tau = report["tau"]
+    assert abs(tau["ours_after_first_round"] - tau["peer_after_first_round"]) < 0.15
+    ours, peer = report["tokens_per_second"]["ours_deer"], report["tokens_per_second"]["peer_dflash"]
+    assert ours[2] < peer[1], (ours, peer)
