@@ -22,11 +22,10 @@ import torch
 from . import masks
 from .models import DualModeLM
 
-#: Smallest head dimension accepted on CPU.  torch 2.13's compiled CPU FlexAttention kernel, when it
-#: vectorises with AVX2, returns wrong outputs (even NaN) at head dimensions 8 and 16, for plain causal
-#: masks too, while 24, 32, 48, 64 and 128 match SDPA; with AVX-512 all of them match.  The limit holds
-#: on every CPU (``tests/test_attention_backends.py`` pins AVX2 in a subprocess and keeps checking that
-#: the kernel is still wrong at 16, so this limit can go once torch fixes it).
+#: Smallest head dimension accepted on CPU.  torch 2.13's compiled CPU FlexAttention kernel returns
+#: wrong outputs (even NaN) at head dimensions 8 and 16, for plain causal masks too, while 24, 32,
+#: 48, 64 and 128 match SDPA (``tests/test_attention_backends.py`` keeps checking that the kernel
+#: is still wrong at 16, so this limit can go once torch fixes it).
 MIN_CPU_HEAD_DIM = 32
 
 
