@@ -158,6 +158,9 @@ def test_bad_arguments_are_named(replayed, trained_heads):
         future_context.replay_rounds(target_hf, domino, {"e": editor}, prompts["chain"][0], 0)
     with pytest.raises(ValueError, match="no responses of method 'deer'"):
         future_context.replay_slices(target_hf, domino, {"e": editor}, greedy, prompts, method="deer")
+    with pytest.raises(ValueError, match="editors must be a non-empty subset of"):
+        future_context.select({"dedit": editor}, ["dedit", "nope"])
+    assert list(future_context.select({"a": 1, "b": 2}, ["b", "a"])) == ["b", "a"]
     with pytest.raises(ValueError, match="against must be one of"):
         future_context.future_slope(rounds, n_resamples=100, against="dspark")
     with pytest.raises(ValueError, match=r"level must be a number in \(0, 1\)"):

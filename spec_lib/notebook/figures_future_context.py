@@ -12,7 +12,7 @@ def advantage_by_future(table: pd.DataFrame):
     proposal): mean advantage A_editor - A_other per correct-future-token count, with the
     response-bootstrap interval, one line per editor; the last panel: rounds per count."""
     kinds = list(dict.fromkeys(table["against"]))
-    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(5.5 * len(kinds) + 4.5, 4),
+    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(4.2 * len(kinds) + 3.4, 4),
                              gridspec_kw={"width_ratios": [3] * len(kinds) + [2]})
     titles = {"domino": "vs Domino's draft (its own loop)", "corrector": "vs Domino's corrector on the proposal"}
     for ax, kind in zip(axes, kinds):

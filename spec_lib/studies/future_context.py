@@ -153,6 +153,25 @@ def visited(rounds: pd.DataFrame) -> pd.DataFrame:
     return editing.on_path(rounds, editing.decoded_path(rounds, 1))
 
 
+def visited_rounds(replayed: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """:func:`visited` of every editor's replay (``{editor: rows}``)."""
+    return {name: visited(rows) for name, rows in replayed.items()}
+
+
+def select(networks: dict, names: list[str]) -> dict:
+    """``{name: networks[name]}`` for ``names`` (the editors to compare), in that order."""
+    missing = [n for n in names if n not in networks]
+    if missing or not names:
+        raise ValueError(f"editors must be a non-empty subset of {list(networks)}, got {list(names)}")
+    return {name: networks[name] for name in names}
+
+
+def measured_everywhere(slopes: pd.DataFrame, editors: list[str], slices) -> bool:
+    """Does the slope table hold every (editor, comparison, slice) pair, ``"all"`` included?"""
+    want = {(e, a, s) for e in editors for a in AGAINST for s in ["all", *slices]}
+    return set(zip(slopes["editor"], slopes["against"], slopes["slice"])) == want
+
+
 def replay_slices(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlockDrafter], greedy: pd.DataFrame,
                   prompts: dict[str, list[list[int]]], method: str = "ar") -> dict[str, pd.DataFrame]:
     """``{editor: rows}``: :func:`replay_rounds` over every greedy response of ``method`` in a
