@@ -79,7 +79,7 @@ def test_slot_by_slot_inference_equals_the_teacher_forced_forward(trained_heads,
     batch = baselines.ShiftedBatch(target_features(target_hf, prefix[None, :-1], network.config.target_layer_ids),
                                    torch.tensor([[a]]), block, None, torch.arange(a, a + WIDTH)[None],
                                    torch.ones(1, 1, WIDTH, a + WIDTH, dtype=torch.bool), prev)
-    base, hidden = baselines._backbone(network, embed, head, batch)
+    base, hidden = baselines.backbone(network, embed, head, batch)
     if kind == "domino":
         reference = network.teacher_forced(base, hidden, embed(prev))
     else:
@@ -196,7 +196,10 @@ def test_bad_arguments_are_named(trained_heads, random_hf_model):
     with pytest.raises(TypeError, match="BaselineConfig"):
         baselines.train_baselines({"kinds": ("domino",)})
     for change, match in [({"kinds": ("medusa",)}, "kinds"), ({"kinds": ()}, "kinds"),
-                          ({"lambda_decay": 0.0}, "lambda_decay"), ({"markov_rank": 0}, "markov_rank")]:
+                          ({"lambda_decay": 0.0}, "lambda_decay"), ({"markov_rank": 0}, "markov_rank"),
+                          ({"kinds": ("domino",), "expansions": (("dspark", 2 * WIDTH),)}, "expansions"),
+                          ({"expansions": (("domino", WIDTH),)}, "expansions"),
+                          ({"expansions": (("domino", 10_000),)}, "answer_len")]:
         with pytest.raises(ValueError, match=match):
             baselines.train_baselines(dataclasses.replace(CONFIG, **change))
     with pytest.raises(ValueError, match="target_probs"):
@@ -238,3 +241,23 @@ def test_training_summary_reads_first_and_final_heldout_rows():
     assert table.loc["dspark", "first_objective"] == 4.0 and table.loc["dspark", "final_objective"] == 2.0
     assert table.loc["domino", "final_accuracy"] == 0.6 and table.loc["domino", "steps"] == 20
     assert table.loc["domino", "train_seconds"] == 0.1 and "final_tv" not in table
+
+
+def test_tau_by_width_reads_each_dflash_and_domino_method_at_its_trained_width(trained_heads):
+    import pandas as pd
+
+    from spec_lib.studies.baselines import tau_by_width
+    from spec_lib.studies.bench import Method
+
+    target_hf, trained, _ = trained_heads
+    domino = trained["domino"][0]
+    target = FeatureTarget(target_hf, MASK_ID, domino.config.target_layer_ids)
+    methods = [Method("ar", 1), Method("deer", WIDTH, drafter=HeadBlockDrafter(target, domino), label="domino"),
+               Method("deer", WIDTH, drafter=HeadBlockDrafter(target, trained["dspark"][0]), label="dspark")]
+    main = pd.DataFrame([{"method": m, "temperature": t, "slice": "code", "tau": tau, "speedup": 1.0,
+                          "speedup_low": 0.9, "speedup_high": 1.1}
+                         for m, t, tau in (("domino", 0.0, 3.0), ("domino", 1.0, 1.2), ("dspark", 0.0, 2.0))])
+    table = tau_by_width(main, methods)
+    assert table[["drafter", "W", "tau"]].values.tolist() == [["domino", WIDTH, 3.0]]
+    with pytest.raises(ValueError, match="no dflash or domino"):
+        tau_by_width(main, methods[:1])

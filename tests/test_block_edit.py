@@ -315,3 +315,26 @@ def test_expansion_settings_are_checked():
     for bad in ((("dedit_low", 32),), (("dedit", 16),), (("dedit", 200),)):
         with pytest.raises(ValueError, match="expansions must be"):
             _check(DEditConfig(expansions=bad))
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_replayed_rounds_are_the_real_decode(trained_pair, passes):
+    """Notebook 32's replay (every anchor of a greedy output, one batched pass per editing pass)
+    predicts, in float64, the accepted drafts of every round a real P_K decode visits after its
+    first; a replay that is one token off is caught; prompt positions get no anchor."""
+    import pandas as pd
+
+    from spec_lib.studies import editing
+
+    target_hf, network, _ = trained_pair
+    target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    prompts = {"chain": [target_hf.chain.sample_sequences(1, 10, seed=500 + i)[0].tolist() for i in range(3)]}
+    outputs = [decode(target, p, schedule="ar", width=1, max_new_tokens=30).tokens for p in prompts["chain"]]
+    greedy = pd.DataFrame({"method": "ar", "slice": "chain", "prompt": range(3), "output": outputs})
+    rounds = editing.replay_slices(target_hf, network, greedy, prompts, passes=passes)
+    assert rounds["anchor"].min() == len(prompts["chain"][0]) - 1
+    assert rounds.groupby(["prompt", "pass"]).size().eq(len(outputs[0]) - WIDTH + 2).all()
+    drafter = BlockEditDrafter(target, network, passes=passes)
+    assert editing.replay_agrees_with_decoding(target, drafter, rounds, greedy, prompts, min_share=1.0)
+    off = rounds.assign(accepted=rounds["accepted"] + 1)
+    assert not editing.replay_agrees_with_decoding(target, drafter, off, greedy, prompts, min_share=1.0)

@@ -72,6 +72,9 @@ def test_smoke_pipeline_trains_one_editor_per_variant_and_caches(tmp_path, monke
     assert held[held["model"] == "no_both"]["unmask"].isna().all() and held[held["model"] == "full"]["unmask"].notna().all()
     flat = {name: torch.cat([p.detach().flatten() for p in e.parameters()]) for name, e in loaded.editors.items()}
     assert not torch.equal(flat["full"], flat["no_joint"])             # L_unmask added or not: different editors
+    # The selection variants reach ProposalMix: other ground-truth rates on the same P1.
+    rates = held.groupby("model")["gt_selection"].mean()
+    assert rates["select_low"] != rates["full"] and rates["rule_fraction"] != rates["full"]
     # A second call loads the cache instead of training.
     monkeypatch.setattr("spec_lib.training.frozen_editors.train_frozen_editors",
                         lambda *a, **k: pytest.fail("retrained cached editors"))

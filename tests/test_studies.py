@@ -95,3 +95,12 @@ def test_tau_conventions_of_the_two_papers():
     for bad in ("paper", None, "DEER"):
         with pytest.raises(ValueError, match="convention must be one of"):
             acceptance.tau_by(runs, convention=bad)
+
+
+def test_decode_by_temperature_names_a_bad_stochastic_prompts():
+    """Table 1's decodes refuse a bad prompt count before decoding anything."""
+    from spec_lib.studies.block_drafting import decode_by_temperature
+
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="stochastic_prompts must be an int >= 0"):
+            decode_by_temperature(None, {"s": [[1, 2]]}, [], [0.0, 1.0], stochastic_prompts=bad)

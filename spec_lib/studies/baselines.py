@@ -1,5 +1,6 @@
 """Tables of the baselines notebook (seed 002's Domino and DSpark against DFlash and DEdit):
-the heads' training summary and DSpark's confidence-cut verification lengths."""
+the decoded methods, the heads' training summary, tau by block size (Table 2(a)'s DFlash and
+Domino columns) and DSpark's confidence-cut verification lengths."""
 
 from __future__ import annotations
 
@@ -7,6 +8,56 @@ import pandas as pd
 
 from .. import decode
 from ..drafters.head_block import HeadBlockDrafter
+from .bench import Method
+
+
+def table1_methods(bundle, heads, *, passes: int, confidence_threshold: float) -> list[Method]:
+    """Seed 002's Table 1 methods on ``bundle``'s target (a
+    :class:`~spec_lib.training.block_drafters.BlockDrafters`) with ``heads`` (a
+    :class:`~spec_lib.training.baseline_drafters.Baselines`): AR; DFlash P1 (W - 1 drafts);
+    Domino and DSpark (W drafts), DSpark also cut at ``confidence_threshold``; DEdit at its widest
+    W with ``passes`` passes; then, for Table 2(a), the window-expanded DFlash and Domino
+    networks (``dflash_w<W'>``, ``domino_w<W'>``) at their own W'."""
+    target, width = bundle.target, bundle.config.width
+    wide = bundle.widest("dedit")
+    methods = [Method("ar", 1), Method("deer", width - 1, drafter=bundle.drafter("dflash", 1), label="dflash P1"),
+               Method("deer", width, drafter=heads.drafter(target, "domino"), label="domino"),
+               Method("deer", width, drafter=heads.drafter(target, "dspark"), label="dspark"),
+               Method("deer", width, drafter=heads.drafter(target, "dspark", confidence_threshold=confidence_threshold),
+                      label=f"dspark (cut < {confidence_threshold:g})"),
+               Method("deer", bundle.width_of(wide) - 1, drafter=bundle.drafter(wide, passes),
+                      label=f"dedit W={bundle.width_of(wide)} P{passes}")]
+    for name in sorted(n for n in bundle.networks if n.startswith("dflash_w")):
+        methods.append(Method("deer", bundle.width_of(name) - 1, drafter=bundle.drafter(name, 1),
+                              label=f"dflash W={bundle.width_of(name)} P1"))
+    for name in sorted(n for n in heads.networks if n.startswith("domino_w")):
+        w = int(heads.networks[name].config.block_size)
+        methods.append(Method("deer", w, drafter=heads.drafter(target, name), label=f"domino W={w}"))
+    return methods
+
+
+def dspark_drafters(methods: list[Method]) -> dict:
+    """``{label: drafter}`` of the DSpark methods among ``methods`` (for :func:`verified_lengths`)."""
+    return {m.name: m.drafter for m in methods if m.name.startswith("dspark")}
+
+
+def tau_by_width(main: pd.DataFrame, methods: list[Method], temperature: float = 0.0) -> pd.DataFrame:
+    """Table 2(a)'s DFlash and Domino columns: per drafter (``dflash`` P1, ``domino``), block
+    size W and slice, tau and speedup of ``main`` (a :func:`~spec_lib.studies.acceptance.tau_speedup_table`)
+    at ``temperature``; W is the size the network was trained at (DFlash drafts W - 1 tokens,
+    Domino W)."""
+    rows = []
+    for m in methods:
+        drafter = m.name.split()[0]
+        if drafter not in ("dflash", "domino"):
+            continue
+        w = int(m.drafter.network.config.block_size)
+        picked = main[(main["method"] == m.name) & (main["temperature"] == temperature)]
+        rows += [{"drafter": drafter, "W": w, "method": m.name, **r} for r in
+                 picked[["slice", "tau", "speedup", "speedup_low", "speedup_high"]].to_dict("records")]
+    if not rows:
+        raise ValueError("methods hold no dflash or domino method measured in main")
+    return pd.DataFrame(rows).sort_values(["drafter", "W", "slice"]).reset_index(drop=True)
 
 
 def training_summary(history: pd.DataFrame) -> pd.DataFrame:

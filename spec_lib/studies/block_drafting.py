@@ -1,9 +1,11 @@
 """Tables of the DFlash / DEdit notebooks (seed 002): training summaries, ProposalMix input
-rates (Table 6), the macro average of Table 1, and the drafter's share of decoding time."""
+rates (Table 6), Table 1's decodes and macro average, and the drafter's share of decoding time."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from .acceptance import run_by_temperature
 
 
 def training_summary(history: pd.DataFrame) -> pd.DataFrame:
@@ -24,6 +26,22 @@ def mix_rates(history: pd.DataFrame, variant: str = "dedit") -> pd.DataFrame:
     if held.empty:
         raise ValueError(f"variant {variant!r} has no held-out rows; have {sorted(history['model'].unique())}")
     return held[["step", "gt_selection", "overwrite", "p1_accuracy", "p2_accuracy"]].reset_index(drop=True)
+
+
+def decode_by_temperature(target, prompts: dict, methods: list, temperatures, *, stochastic_prompts: int = 0,
+                          **kwargs) -> dict:
+    """Table 1's decodes: ``{temperature: grid}``
+    (:func:`spec_lib.studies.acceptance.run_by_temperature`), greedy (T = 0) on every prompt and
+    every T > 0 on the first ``stochastic_prompts`` prompts of each slice (0: every prompt).
+    Seed 002's stochastic setting accepts so little on a small target that each round costs about
+    as much as greedy's longest; fewer prompts keep its decodes within the notebooks' budget."""
+    if isinstance(stochastic_prompts, bool) or not isinstance(stochastic_prompts, int) or stochastic_prompts < 0:
+        raise ValueError(f"stochastic_prompts must be an int >= 0 (0: every prompt), got {stochastic_prompts!r}")
+    if stochastic_prompts == 0:
+        return run_by_temperature(target, prompts, methods, temperatures, **kwargs)
+    fewer = {name: items[:stochastic_prompts] for name, items in prompts.items()}
+    return {t: run_by_temperature(target, fewer if t > 0 else prompts, methods, [t], **kwargs)[t]
+            for t in temperatures}
 
 
 def with_macro_average(main: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,8 @@ the target's greedy tokens after it are exactly y_{a+1..}; so the number of lead
 of a proposal equal to y_{a+1..} is the number of draft tokens that round accepts (A,
 bonus excluded).  Every anchor of the output is replayed (not only the anchors one decode
 happens to visit), all in one batched drafter pass per editing pass, with the training
-code's block mask (:func:`spec_lib.training.block_edit.sample_anchors`).
+code's block mask (:func:`spec_lib.studies.anchor_replay.anchor_blocks`: one block per
+eligible anchor, none for the prompt's positions).
 
 Replaying every anchor weights text by tokens, not by rounds: a long accepted stretch holds many
 anchors but costs one round.  :func:`decoded_path` therefore walks the rounds a greedy decode
@@ -27,7 +28,7 @@ import pandas as pd
 import torch
 
 from ..training import block_edit
-from ..training.dedit import target_features
+from .anchor_replay import anchor_blocks, leading
 
 VISIBILITY = ("bidirectional", "causal")
 
@@ -39,11 +40,6 @@ def causal_block(batch: block_edit.AnchorBatch, width: int) -> block_edit.Anchor
     mask = batch.mask.clone()
     mask[..., length:] &= slot[None, :] <= slot[:, None]
     return block_edit.AnchorBatch(batch.features, batch.anchors, batch.block, batch.labels, batch.positions, mask)
-
-
-def _accepted(proposal: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Leading slots (1..W-1) equal to the target's tokens, per block."""
-    return ((proposal[..., 1:] == labels[..., 1:]).long().cumprod(-1)).sum(-1)
 
 
 @torch.no_grad()
@@ -61,14 +57,9 @@ def replay_rounds(hf_model, network, sequence: list[int], prompt_len: int, *, pa
         raise ValueError(f"passes must be an int >= 1, got {passes!r}")
     width = int(network.config.block_size)
     seq = torch.as_tensor(sequence, dtype=torch.long)[None]
-    loss_mask = torch.zeros_like(seq, dtype=torch.bool)
-    loss_mask[:, prompt_len:] = True
     if seq.shape[1] - prompt_len < width:                      # no complete block: nothing to replay
         return pd.DataFrame(columns=["anchor", "pass", "accepted", "correct_after_reject", "changed", "proposal"])
-    parts = block_edit.sample_anchors(seq, loss_mask, n_anchors=seq.shape[1], width=width,
-                                      mask_token_id=int(network.config.mask_token_id),
-                                      generator=torch.Generator().manual_seed(0))
-    batch = block_edit.AnchorBatch(target_features(hf_model, seq, list(network.config.target_layer_ids)), *parts)
+    batch = anchor_blocks(hf_model, network, seq, prompt_len)
     real = (batch.labels[..., 1:] != block_edit.IGNORE).all(-1)[0]   # complete blocks only
     edit_batch = causal_block(batch, width) if edit_visibility == "causal" else batch
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
@@ -77,7 +68,7 @@ def replay_rounds(hf_model, network, sequence: list[int], prompt_len: int, *, pa
         logits = block_edit.block_logits(network, embed, head, batch if step == 1 else edit_batch, inputs)
         proposal = logits.argmax(-1)
         proposal[..., 0] = batch.block[..., 0]
-        accepted = _accepted(proposal, batch.labels)[0]
+        accepted = leading(proposal[..., 1:], batch.labels[..., 1:])[0]
         correct = (proposal[..., 1:] == batch.labels[..., 1:])[0]
         after = torch.arange(width - 1)[None] > accepted[:, None]
         changed = ((proposal[..., 1:] != previous[..., 1:]).sum(-1)[0] if previous is not None

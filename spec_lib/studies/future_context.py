@@ -38,7 +38,7 @@ import torch
 from ..drafters.domino import DominoNetwork
 from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
-from ..training.baselines import _backbone
+from ..training.baselines import backbone
 from . import editing
 from .anchor_replay import anchor_blocks, leading, replay_responses
 
@@ -110,7 +110,7 @@ def replay_rounds(hf_model, domino: DominoNetwork, editors: dict[str, FeatureBlo
         return {name: pd.DataFrame(columns=COLUMNS) for name in editors}
     embed, head = hf_model.get_input_embeddings(), hf_model.get_output_embeddings()
     d_batch = anchor_blocks(hf_model, domino, seq, prompt_len)
-    base, hidden = _backbone(domino, embed, head, d_batch)
+    base, hidden = backbone(domino, embed, head, d_batch)
     proposal = base.argmax(-1)[0]                                          # (A, W_domino): slot j is y_{a+j+1}
     # The corrector as a one-pass editor: its GRU reads the backbone's proposal (anchor first), not
     # its own corrections, so it sees exactly what the editor sees, up to the slot it corrects.

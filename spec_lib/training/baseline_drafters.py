@@ -20,12 +20,13 @@ from ..drafters.domino import DominoNetwork
 from ..drafters.dspark import DSparkNetwork
 from ..drafters.feature_target import FeatureTarget
 from ..drafters.head_block import HeadBlockDrafter
-from .baselines import BaselineConfig, baseline_cache_key, save_baselines
+from .baselines import BaselineConfig, baseline_cache_key, network_names, save_baselines
 from .block_drafters import DEDIT_PRESETS
 
 #: The presets, on the same DEdit preset's data, backbone, W and steps (``smoke``: seconds).
 BASELINE_PRESETS: dict[str, BaselineConfig] = {
-    "smoke": BaselineConfig(dedit=DEDIT_PRESETS["smoke"], gru_hidden=16, mlp_hidden=16, markov_rank=8),
+    "smoke": BaselineConfig(dedit=DEDIT_PRESETS["smoke"], gru_hidden=16, mlp_hidden=16, markov_rank=8,
+                            expansions=(("domino", 12),)),
     "cpu": BaselineConfig(dedit=DEDIT_PRESETS["cpu"]),
 }
 
@@ -42,7 +43,8 @@ class Baselines:
     config: BaselineConfig | None = None
 
     def drafter(self, target: FeatureTarget, kind: str, **options) -> HeadBlockDrafter:
-        """A :class:`HeadBlockDrafter` of ``kind`` on ``target``; ``options``: ``confidence_threshold``."""
+        """A :class:`HeadBlockDrafter` of ``kind`` (a head, or ``<head>_w<W'>`` for a window
+        expansion) on ``target``; ``options``: ``confidence_threshold``."""
         if kind not in self.networks:
             raise ValueError(f"kind must be one of {list(self.networks)}, got {kind!r}")
         return HeadBlockDrafter(target, self.networks[kind], **options)
@@ -55,8 +57,9 @@ def load_baselines(preset: str = "cpu", *, progress: bool = True, device: str = 
     config = BASELINE_PRESETS[preset]
     path = save_baselines(config, progress)
     record = json.loads((path / "record.json").read_text())
-    networks = {kind: _CLASSES[kind].from_pretrained(path / kind, local_files_only=True, dtype=torch.float32)
-                .to(device).eval() for kind in config.kinds}
+    networks = {name: _CLASSES[name.split("_w")[0]].from_pretrained(path / name, local_files_only=True,
+                                                                   dtype=torch.float32).to(device).eval()
+                for name in network_names(config)}
     return Baselines(networks, pd.read_csv(path / "history.csv"), record, config)
 
 

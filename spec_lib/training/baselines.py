@@ -19,7 +19,11 @@ objectives are the public implementations' (the project's research notes, Sec. 3
 DFlash's (:func:`spec_lib.training.dedit.train_block_drafters`, ``seed``), draws batches
 from the same teacher set with the same generator seed, and runs the same number of steps
 at the same learning rate; only the heads' own weights are new (seeded ``head_seed``).
-Checkpoints are cached under ``artifacts/baselines/<key>/<kind>/``; the key hashes the
+Window expansion (seed 002, Sec. 4 and Table 2(a), which runs Domino at W = 16 and 32 as
+well): each ``config.expansions`` entry ``(kind, W')`` continues the trained W head at block
+size W' with gamma = W'/2 - 1 for the DEdit preset's ``expansion_steps``, exactly as DEdit's
+and DFlash's expansions do (:mod:`spec_lib.training.dedit`), saved as ``<kind>_w<W'>``.
+Checkpoints are cached under ``artifacts/baselines/<key>/<name>/``; the key hashes the
 config, the target's checkpoint key and this pipeline's import closure.
 """
 
@@ -38,9 +42,9 @@ from ..drafters.dspark import DSparkConfig, DSparkNetwork
 from ..drafters.feature_block import build_feature_block_drafter
 from ..io import atomic_directory
 from . import block_edit
-from .block_edit import IGNORE, AnchorBatch, weighted_ce
+from .block_edit import IGNORE, AnchorBatch, gamma_for, weighted_ce
 from .cache import artifacts_dir, cache_key
-from .dedit import DEditConfig, load_target, teacher_set
+from .dedit import DEditConfig, load_target, replace_block_size, teacher_set
 from .loop import fit
 from .presets import PRESETS
 from .self_speculative import checkpoint_key
@@ -64,6 +68,9 @@ class BaselineConfig:
     tv_weight: float = 0.9
     conf_weight: float = 1.0
     head_seed: int = 1
+    #: window expansion: (kind, W') continues the W-trained head at block size W' (gamma = W'/2 - 1)
+    #: for ``dedit.expansion_steps`` steps; saved as ``<kind>_w<W'>``.
+    expansions: tuple[tuple[str, int], ...] = (("domino", 32),)
 
 
 @dataclass
@@ -94,6 +101,16 @@ def _check(config: BaselineConfig) -> None:
     for name in ("gru_hidden", "mlp_hidden", "markov_rank"):
         if getattr(config, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(config, name)!r}")
+    d = config.dedit
+    for kind, width in config.expansions:
+        if kind not in config.kinds or not isinstance(width, int) or not d.width < width <= d.answer_len:
+            raise ValueError(f"expansions must be (kind in {list(config.kinds)}, W' with {d.width} < W' <= "
+                             f"answer_len {d.answer_len}), got {(kind, width)!r}")
+
+
+def network_names(config: BaselineConfig) -> list[str]:
+    """The saved networks of ``config``: its kinds, then ``<kind>_w<W'>`` per expansion."""
+    return [*config.kinds, *(f"{kind}_w{width}" for kind, width in config.expansions)]
 
 
 def baseline_cache_key(config: BaselineConfig) -> str:
@@ -101,11 +118,12 @@ def baseline_cache_key(config: BaselineConfig) -> str:
 
 
 def shifted_batch(config: BaselineConfig, hf_model, layer_ids, prompts, answers, mask_token_id: int,
-                  generator: torch.Generator, with_target: bool) -> ShiftedBatch:
-    """Anchor blocks of W rows whose slot j is labelled x_{a+j+1}: drawn as DFlash's blocks of
-    W + 1 (:func:`spec_lib.training.block_edit.sample_anchors`), with each block's last row
-    dropped and the labels moved one slot left."""
-    width = config.dedit.width
+                  generator: torch.Generator, with_target: bool, width: int | None = None) -> ShiftedBatch:
+    """Anchor blocks of W rows (``width``, default ``config.dedit.width``) whose slot j is
+    labelled x_{a+j+1}: drawn as DFlash's blocks of W + 1
+    (:func:`spec_lib.training.block_edit.sample_anchors`), with each block's last row dropped
+    and the labels moved one slot left."""
+    width = width or config.dedit.width
     sequences = torch.cat([prompts, answers], dim=1)
     loss_mask = torch.zeros_like(sequences, dtype=torch.bool)
     loss_mask[:, prompts.shape[1]:] = True
@@ -137,7 +155,7 @@ def shifted_weights(width: int, gamma: float) -> torch.Tensor:
     return torch.exp(-torch.arange(width, dtype=torch.float32) / gamma)
 
 
-def _backbone(network, embed, head, batch: ShiftedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+def backbone(network, embed, head, batch: ShiftedBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """``(base logits (B, A, W, V), hidden (B, A, W, H))`` of the backbone's one pass."""
     batch_size, length = batch.features.shape[:2]
     context_positions = torch.arange(length, device=batch.block.device)[None].expand(batch_size, -1)
@@ -160,7 +178,7 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 def domino_loss(network: DominoNetwork, embed, head, batch: ShiftedBatch, weights: torch.Tensor
                 ) -> tuple[torch.Tensor, dict]:
     """``(1 - lambda) CE_w(final) + lambda CE_w(base)``; logs both CEs and accuracies."""
-    base, hidden = _backbone(network, embed, head, batch)
+    base, hidden = backbone(network, embed, head, batch)
     final = network.teacher_forced(base, hidden, embed(batch.prev_tokens))
     final_ce, base_ce = weighted_ce(final, batch.labels, weights), weighted_ce(base, batch.labels, weights)
     loss = (1 - batch.lam) * final_ce + batch.lam * base_ce
@@ -174,7 +192,7 @@ def dspark_loss(network: DSparkNetwork, embed, head, batch: ShiftedBatch, weight
     """``ce_weight CE_w + tv_weight TV_w + conf_weight BCE_w(c, 1 - TV)`` (TV detached in the target)."""
     if batch.target_probs is None:
         raise ValueError("dspark_loss needs batch.target_probs (build the batch with with_target=True)")
-    base, hidden = _backbone(network, embed, head, batch)
+    base, hidden = backbone(network, embed, head, batch)
     logits, confidence = network.teacher_forced(base, hidden, batch.prev_tokens)
     tv = 0.5 * (logits.float().softmax(-1) - batch.target_probs).abs().sum(-1)
     ce = weighted_ce(logits, batch.labels, weights)
@@ -212,7 +230,8 @@ def _network(kind: str, config: BaselineConfig, initial):
 
 
 def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict, pd.DataFrame, dict]:
-    """Every head of ``config.kinds`` from DFlash's initial backbone, batches and steps."""
+    """Every head of ``config.kinds`` from DFlash's initial backbone, batches and steps; then
+    every ``config.expansions`` entry from its trained head."""
     _check(config)
     d = config.dedit
     started = time.perf_counter()
@@ -223,22 +242,26 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
     initial = build_feature_block_drafter(hf_model.config, num_layers=d.num_layers, n_features=d.n_features,
                                           block_size=d.width, mask_token_id=mask_id, seed=d.seed)
     layer_ids = list(initial.config.target_layer_ids)
-    weights = shifted_weights(d.width, d.gamma)
     networks, history = {}, []
-    for kind in config.kinds:
+
+    def train(kind: str, network, width: int, steps: int, label: str) -> None:
+        """``steps`` of ``kind``'s loss at block size ``width``: DFlash's batches (same seeds)."""
         with_target = kind == "dspark"
+        weights = shifted_weights(width, d.gamma if width == d.width else gamma_for(width))
         eval_gen = torch.Generator().manual_seed(d.seed + 1)
         eval_batches = [shifted_batch(config, hf_model, layer_ids, teacher["heldout_prompts"][i: i + d.batch_size],
-                                      teacher["heldout_answers"][i: i + d.batch_size], mask_id, eval_gen, with_target)
+                                      teacher["heldout_answers"][i: i + d.batch_size], mask_id, eval_gen, with_target,
+                                      width)
                         for i in range(0, d.heldout_prompts, d.batch_size)]
         gen = torch.Generator().manual_seed(d.seed)
-        decay_steps = max(1.0, config.lambda_decay * d.steps)
+        decay_steps = max(1.0, config.lambda_decay * steps)
 
-        def make_batch(step, gen=gen, with_target=with_target):
+        def make_batch(step):
             pick = torch.randint(0, teacher["prompts"].shape[0], (d.batch_size,), generator=gen)
             batch = shifted_batch(config, hf_model, layer_ids, teacher["prompts"][pick], teacher["answers"][pick],
-                                  mask_id, gen, with_target)
-            batch.lam = max(0.0, 1.0 - step / decay_steps)
+                                  mask_id, gen, with_target, width)
+            # an expansion continues the trained head, whose lambda has already reached 0
+            batch.lam = max(0.0, 1.0 - step / decay_steps) if width == d.width else 0.0
             return batch
 
         if kind == "domino":
@@ -249,14 +272,22 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
                 return dspark_loss(model, embed, head, batch, weights, ce_weight=config.ce_weight,
                                    tv_weight=config.tv_weight, conf_weight=config.conf_weight)
 
-        network = _network(kind, config, initial)
         torch.manual_seed(d.seed)
-        history.extend(fit(network, make_batch, loss_fn, steps=d.steps, lr=d.lr, warmup=d.warmup,
-                           eval_batches=eval_batches, eval_every=d.eval_every, label=kind, progress=progress))
-        networks[kind] = network.eval()
+        history.extend(fit(network, make_batch, loss_fn, steps=steps, lr=d.lr, warmup=d.warmup,
+                           eval_batches=eval_batches, eval_every=d.eval_every, label=label, progress=progress))
+        networks[label] = network.eval()
+
+    for kind in config.kinds:
+        train(kind, _network(kind, config, initial), d.width, d.steps, kind)
+    for kind, width in config.expansions:                       # window expansion from the W-trained head
+        trained = networks[kind]
+        network = type(trained)(replace_block_size(trained.config, width))
+        network.load_state_dict(trained.state_dict())
+        train(kind, network, width, d.expansion_steps, f"{kind}_w{width}")
     record = {"train_seconds": time.perf_counter() - started, "layer_ids": layer_ids,
               "parameters": {k: int(sum(p.numel() for p in n.parameters())) for k, n in networks.items()},
-              "config": asdict(config), "target_checkpoint_key": checkpoint_key(*PRESETS[d.target_preset]),
+              "config": asdict(config), "networks": network_names(config),
+              "target_checkpoint_key": checkpoint_key(*PRESETS[d.target_preset]),
               "checkpoint_key": baseline_cache_key(config)}
     return networks, pd.DataFrame(history).rename(columns={"stage": "model"}), record
 

@@ -18,8 +18,8 @@ from ..drafters.feature_block import FeatureBlockDrafter
 from .block_drafters import DEDIT_PRESETS
 from .frozen_editors import FrozenEditorConfig, frozen_editor_key, load_proposer, save_frozen_editors
 
-#: ``smoke`` checks the pipeline in seconds; ``cpu`` trains the four editors on notebook 30's cpu
-#: DFlash for 400 steps each, about half of the main drafters' 750, on the same teacher set: a
+#: ``smoke`` checks the pipeline in seconds; ``cpu`` trains the six editors (Table 2(b)'s four and
+#: two ProposalMix selections) on notebook 30's cpu DFlash for 400 steps each, about half of the main drafters' 750, on the same teacher set: a
 #: choice of this project's cpu budget (seed 002's Table 2(b) instead trains on a separate,
 #: smaller "100K" corpus).
 FROZEN_EDITOR_PRESETS: dict[str, FrozenEditorConfig] = {

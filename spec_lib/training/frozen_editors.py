@@ -41,12 +41,18 @@ from .loop import fit
 
 PIPELINE = "spec_lib.training.frozen_editors"
 
-#: variant -> the :func:`frozen_edit_loss` switches (seed 002, Table 2(b)'s rows).
+#: variant -> the :func:`frozen_edit_loss` switches: seed 002, Table 2(b)'s rows, then ProposalMix's
+#: selection ablated (the paper states only "positions selected using first-pass confidence"):
+#: the *low*-confidence slots get ground truth, or a fixed share (eta) of each block's most
+#: confident slots instead of those above the threshold eta.  ``select`` / ``rule`` given here
+#: override the DEdit config's.
 VARIANTS: dict[str, dict] = {
     "full": {"joint": True, "mix": True},
     "no_mix": {"joint": True, "mix": False},
     "no_joint": {"joint": False, "mix": True},
     "no_both": {"joint": False, "mix": False},
+    "select_low": {"joint": True, "mix": True, "select": "low"},
+    "rule_fraction": {"joint": True, "mix": True, "rule": "fraction"},
 }
 
 
@@ -147,8 +153,8 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> t
                                 s.mask_id, gen)
 
         def loss_fn(model, batch, options=options):
-            return frozen_edit_loss(model, proposer, s.embed, s.head, batch, weights, eta=d.eta, select=d.select,
-                                    rule=d.rule, **options)
+            return frozen_edit_loss(model, proposer, s.embed, s.head, batch, weights, eta=d.eta,
+                                    **{"select": d.select, "rule": d.rule, **options})
 
         editor = FeatureBlockDrafter(s.initial.config)
         editor.load_state_dict(s.initial.state_dict())
