@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from ..training import block_edit
-from .anchor_replay import anchor_blocks, leading
+from .anchor_replay import anchor_blocks, leading, replay_responses
 
 VISIBILITY = ("bidirectional", "causal")
 
@@ -83,14 +83,13 @@ def replay_rounds(hf_model, network, sequence: list[int], prompt_len: int, *, pa
 
 def replay_slices(hf_model, network, runs: pd.DataFrame, prompts: dict[str, list[list[int]]], *, passes: int,
                   edit_visibility: str = "bidirectional", method: str = "ar") -> pd.DataFrame:
-    """:func:`replay_rounds` over every greedy response of ``method`` in a benchmark grid."""
-    frames = []
-    for row in runs[runs["method"] == method].itertuples():
-        prompt = prompts[row.slice][row.prompt]
-        frame = replay_rounds(hf_model, network, list(prompt) + list(row.output), len(prompt), passes=passes,
-                              edit_visibility=edit_visibility)
-        frames.append(frame.assign(slice=row.slice, prompt=row.prompt))
-    return pd.concat(frames, ignore_index=True)
+    """:func:`replay_rounds` over every greedy response of ``method`` in a benchmark grid
+    (:func:`spec_lib.studies.anchor_replay.replay_responses`; columns ``slice`` and ``prompt`` added)."""
+    def replay(sequence: list[int], prompt_len: int) -> dict[str, pd.DataFrame]:
+        return {"rows": replay_rounds(hf_model, network, sequence, prompt_len, passes=passes,
+                                      edit_visibility=edit_visibility)}
+
+    return replay_responses(replay, runs, prompts, method)["rows"]
 
 
 def decoded_path(rounds: pd.DataFrame, step: int) -> pd.DataFrame:
