@@ -250,23 +250,26 @@ def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
 
 
 def test_16_speed_full_branch_keeps_up_more_branches_cost_more_and_the_cost_model_holds():
-    """README, `16`: `full` at B = 8 is within noise of Packed-SS on every slice (CI contains 1),
-    Quadratic-SS is slower at both B (CI below 1), the own-calls cost model predicts every
-    speculative method's model time per call within 5%, and the regime map puts Packed-SS B = 8
-    first on this machine and `full` B = 8 first at the A100's tau/delta."""
+    """README, `16`: `full` at B = 8 is within noise of Packed-SS on code and stdlib (CI contains 1)
+    and faster on math (CI above 1), every other policy and Quadratic-SS are slower (CI below 1),
+    the own-calls cost model predicts every speculative method's model time per call within 5%,
+    and the regime map puts `full` B = 8 first at this machine's tau/delta and Packed-SS B = 16
+    first at the A100's."""
     m = metrics("16_partial_branch")
     vs = {(r["slice"], r["method"]): r for r in m["vs_packed"]}
-    for name in ("code", "stdlib", "math"):
+    for name in ("code", "stdlib"):
         full = vs[(name, "partial full B=8")]
         assert full["throughput_ratio_low"] < 1.0 < full["throughput_ratio_high"], (name, full)
-        for b in (8, 16):
-            assert vs[(name, f"quadratic B={b}")]["throughput_ratio_high"] < 1.0, (name, b)
-        assert vs[(name, "partial likely:4 B=8")]["tokens_per_nfe_ratio_low"] > 1.0, name
+    assert vs[("math", "partial full B=8")]["throughput_ratio_low"] > 1.0
+    for (name, method), r in vs.items():
+        if method != "partial full B=8":
+            assert r["throughput_ratio_high"] < 1.0, (name, method)
+        assert r["tokens_per_nfe_ratio_low"] > 1.0, (name, method)      # branches never cost passes here
     for r in m["calls"]:
         if r["schedule"] != "ar":
             assert abs(r["measured / predicted (own calls)"] - 1.0) <= 0.05, r["method"]
-    assert m["winners"]["this machine (own calls)"] == "packed B=8"
-    assert m["winners"]["A100 (App. F.2)"] == "partial full B=8"
+    assert m["winners"]["this machine (own calls)"] == "partial full B=8"
+    assert m["winners"]["A100 (App. F.2)"] == "packed B=16"
 
 
 def test_17_lora_results_come_from_the_current_adapter():

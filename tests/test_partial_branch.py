@@ -4,6 +4,7 @@ AR, exact sampling with a negative control, the pathwise comparison with Packed-
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -156,3 +157,22 @@ def test_bad_input_is_rejected_before_any_call():
         partial_call_kind((2, 1))
     with pytest.raises(ValueError, match="method|branches"):
         pb.PartialMethod("partial", 3, "nope")
+
+
+def test_winners_at_reads_the_grid_and_names_an_unmeasured_calibration():
+    """The winner at a mark is the grid's nearest point's; a calibration whose tau/delta is not
+    positive (short noisy runs) is reported as not measured, without a numpy warning."""
+    import warnings
+
+    import pandas as pd
+
+    agg = pd.DataFrame({"method": ["packed B=4", "quadratic B=4"], "tokens": [300, 400], "nfe": [100, 100]})
+    calls = pd.DataFrame({"method": ["packed B=4", "quadratic B=4"], "schedule": ["packed", "quadratic"],
+                          "rows_per_call": [8.0, 20.0]})
+    regimes = pb.regime_map(agg, calls, np.logspace(0, 4, 41))
+    # packed: 3 / (x + 8), quadratic: 4 / (x + 20); quadratic wins once x > 28
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        winners = pb.winners_at(regimes, {"small": 2.0, "large": 5000.0, "failed": -3.0, "nan": float("nan")})
+    assert winners["small"] == "packed B=4" and winners["large"] == "quadratic B=4"
+    assert winners["failed"].startswith("not measured") and winners["nan"].startswith("not measured")

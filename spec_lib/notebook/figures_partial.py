@@ -122,7 +122,8 @@ def regime(regimes: pd.DataFrame, marks: dict[str, float]):
     for i, (x, schedule) in enumerate(zip(xs, winners["schedule"])):
         right = xs[i + 1] if i + 1 < len(xs) else x
         ax.axvspan(x, right, ymax=0.03, color=shade.get(schedule, "grey"), alpha=0.8, lw=0)
-    for i, (name, x) in enumerate(marks.items()):
+    placed = {name: x for name, x in marks.items() if np.isfinite(x) and x > 0}  # log axis: positive only
+    for i, (name, x) in enumerate(placed.items()):
         ax.axvline(x, color="black", ls="--", lw=1)
         ax.text(x, 0.08 + 0.1 * i, f" {name}: tau/delta = {x:.0f}", fontsize=8, va="bottom",
                 bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})

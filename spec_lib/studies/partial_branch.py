@@ -357,10 +357,15 @@ def against_packed(runs: pd.DataFrame, n_resamples: int, seed: int = 0) -> pd.Da
 
 
 def winners_at(regimes: pd.DataFrame, marks: dict[str, float]) -> dict[str, str]:
-    """The predicted fastest method at each marked tau/delta (nearest grid point)."""
+    """The predicted fastest method at each marked tau/delta (nearest grid point).  A mark that
+    is not a positive finite number (a calibration whose fitted tau or delta came out <= 0, as
+    short noisy runs can give) has no place on the log axis: it reads ``"not measured (...)"``."""
     grid = np.unique(regimes["tau_over_delta"])
     out = {}
     for name, x in marks.items():
+        if not (np.isfinite(x) and x > 0):
+            out[name] = f"not measured (tau/delta = {x:.3g})"
+            continue
         nearest = grid[np.argmin(np.abs(np.log(grid) - np.log(x)))]
         out[name] = regimes[(regimes["tau_over_delta"] == nearest) & regimes["winner"]]["method"].iloc[0]
     return out
