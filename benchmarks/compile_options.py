@@ -1,26 +1,25 @@
-"""What further ``torch.compile`` options would buy the compiled ``ar`` path on this CPU (an
-experiment: none of these options is in :mod:`spec_lib.compiled` yet).
+"""What each of the compiled path's two overhead levers buys the compiled ``ar`` path on this
+CPU: an ablation of :class:`spec_lib.compiled.CompiledRegions`
+(``StaticDualModeLM``'s ``cpp_wrapper`` and ``skip_guards``).
 
-``StaticDualModeLM(compile=True)`` compiles its steady-state forward with inductor's defaults.
 A profile of one compiled one-row forward of the cpu model (hidden 256, 4 layers) showed three
 costs besides the arithmetic: dynamo's guard evaluation, inductor's Python wrapper, and 29
-small ``mm`` calls.  This script times greedy ``ar`` decoding with the forward compiled under
-each variant below, against ``hf_model.generate`` (eager, default cache) in the same rounds:
+small ``mm`` calls.  The library removes the first two: inductor's C++ wrapper
+(``options={"cpp_wrapper": True}``) and one ``torch.compile`` region per call shape whose single
+graph runs with dynamo's ``skip_guard_eval_unsafe`` stance.  This script times greedy ``ar``
+decoding with each lever switched off, against ``hf_model.generate`` (eager, default cache) in
+the same rounds:
 
-- ``default``: the library's compiled path as it is;
-- ``cpp_wrapper``: inductor's C++ wrapper instead of the Python one (``options={"cpp_wrapper": True}``);
-- ``tensor_guards``: ``guard_filter_fn=torch.compiler.keep_tensor_guards_unsafe``, which keeps
-  only the guards on tensors and drops the others (on the model object, its config constants,
-  global state): unsafe in general, since a second model or a changed attribute could reuse a
-  graph built for another;
-- ``cpp_wrapper+tensor_guards``: both.
+- ``library``: both levers (``StaticDualModeLM(compile=True)`` as it is);
+- ``python_wrapper``: inductor's Python wrapper, guards skipped;
+- ``guards_evaluated``: the C++ wrapper, guards evaluated on every call (``skip_guards=False``);
+- ``neither``: inductor's defaults with guards evaluated (the library's path before).
 
-Each round runs every variant once, in an order rotated from round to round, each after
-``torch._dynamo.reset()`` (the variants share ``StaticDualModeLM._forward``'s code object, so
-one variant's graphs must not serve another).  Compile time is paid in a warm-up outside the
-timing; each variant's first warm-up is reported (inductor's on-disk cache serves later ones,
-and may already hold a graph).  Every response is compared with ``generate``'s.  Medians over
-rounds with 95% bootstrap CIs.
+Each round runs every variant once, in an order rotated from round to round, each on a new
+``StaticDualModeLM`` after ``torch._dynamo.reset()``.  Compile time is paid in a warm-up outside
+the timing; each variant's first warm-up is reported (inductor's on-disk cache serves later
+ones, and may already hold a graph).  Every response is compared with ``generate``'s.  Medians
+over rounds with 95% bootstrap CIs.
 
     python benchmarks/compile_options.py [--preset cpu] [--rounds 5] [--out benchmarks/results/compile_options_cpu.json]
 """
@@ -44,11 +43,12 @@ from spec_lib.training.checkpoints import load_model
 from compiled_decode import greedy_generate, require_positive, slice_prompts   # benchmarks/ is on sys.path
 from decode_overhead import median_ci
 
+#: variant -> (C++ wrapper, guards skipped)
 VARIANTS = {
-    "default": None,
-    "cpp_wrapper": {"cpp_wrapper": True},
-    "tensor_guards": {"guard_filter_fn": torch.compiler.keep_tensor_guards_unsafe},
-    "cpp_wrapper+tensor_guards": {"cpp_wrapper": True, "guard_filter_fn": torch.compiler.keep_tensor_guards_unsafe},
+    "library": (True, True),
+    "python_wrapper": (False, True),
+    "guards_evaluated": (True, False),
+    "neither": (False, False),
 }
 
 
@@ -82,11 +82,10 @@ def main(argv=None) -> int:
     for rnd in tqdm(range(args.rounds), desc="rounds"):
         walls["generate"].append(sum(run_generate(p)[1] for p in prompts))
         for name in names[rnd % len(names):] + names[:rnd % len(names)]:     # order rotated per round
-            options = VARIANTS[name]
+            cpp_wrapper, skip_guards = VARIANTS[name]
             torch._dynamo.reset()
-            model = StaticDualModeLM(hf_model, eager.mask_token_id, compile=True, max_cache_len=max_cache_len)
-            if options is not None:                 # the experiment: the same forward, other options
-                model._step = torch.compile(model._forward, dynamic=False, options=options)
+            model = StaticDualModeLM(hf_model, eager.mask_token_id, compile=True, max_cache_len=max_cache_len,
+                                     skip_guards=skip_guards, cpp_wrapper=cpp_wrapper)
             start = time.perf_counter()
             for prompt in prompts[:2]:
                 decode(model, prompt, schedule="ar", width=1, max_new_tokens=8)
@@ -106,13 +105,13 @@ def main(argv=None) -> int:
               "first_warm_up_seconds": warm_up_seconds, "divergent_responses": divergent,
               "responses_per_variant": len(prompts) * args.rounds,
               "tokens_per_s": {m: median_ci([tokens / w for w in walls[m]]) for m in walls},
-              "over_default": {m: median_ci(np.array(walls["default"]) / np.array(walls[m])) for m in VARIANTS},
+              "over_library": {m: median_ci(np.array(walls[m]) / np.array(walls["library"])) for m in VARIANTS},
               "over_generate": {m: median_ci(np.array(walls["generate"]) / np.array(walls[m])) for m in VARIANTS}}
     print(f"\n{len(prompts)} prompts x {args.new_tokens} new tokens, {args.rounds} rounds, "
           f"{torch.get_num_threads()} threads")
-    print(f"{'variant':<28} tokens/s     / default               / generate              divergent  warm-up")
+    print(f"{'variant':<28} tokens/s     library / variant       / generate              divergent  warm-up")
     for m in VARIANTS:
-        t, d, g = report["tokens_per_s"][m], report["over_default"][m], report["over_generate"][m]
+        t, d, g = report["tokens_per_s"][m], report["over_library"][m], report["over_generate"][m]
         print(f"{m:<28} {t[0]:7.1f}  {d[0]:.3f} [{d[1]:.3f}, {d[2]:.3f}]  {g[0]:.3f} [{g[1]:.3f}, {g[2]:.3f}]  "
               f"{divergent[m]:>3}/{report['responses_per_variant']}    {warm_up_seconds[m]:.1f} s")
     print(f"{'generate':<28} {report['tokens_per_s']['generate'][0]:7.1f}")

@@ -146,7 +146,7 @@ def main(argv=None) -> int:
               "params_millions": sum(p.numel() for p in hf_model.parameters()) / 1e6,
               "prompts": len(prompts), "tokens_per_repeat": tokens,
               "compile_seconds": {f"{k}:{r}": s for (k, r), s in compile_seconds.items()},
-              "shapes_compiled": len(static.compile_seconds), "warm_up_seconds": warm_seconds,
+              "shapes_compiled": len(static.compile_seconds), "graphs": static.graphs, "warm_up_seconds": warm_seconds,
               "divergent_responses": divergent, "responses_per_method": len(prompts) * args.repeats,
               "tokens_per_s": {m: median_ci([tokens / w for w in walls[m]]) for m in methods},
               "ratios": {}, "compiled_non_model_share": {s: median_ci(v) for s, v in model_share.items()}}

@@ -28,7 +28,9 @@ protocol, same tokens and q):
   (embeddings, the drafter, the LM head, the argmax) has a few shapes per k and runs through
   ``torch.compile``; the K passes of a round (P1, then K - 1 edits) reuse one graph.
 
-All three keep the time of each shape's first (compiling) call in ``compile_seconds``.
+All three keep the time of each shape's first (compiling) call in ``compile_seconds`` and, like
+the target, compile each shape in its own region (:class:`spec_lib.compiled.CompiledRegions`:
+C++ wrapper on a CPU, guards skipped after a region's first call unless ``skip_guards=False``).
 ``tests/test_compiled_drafters.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with
 these drafters equal ``generate`` in float64, and that their draft logits equal the eager
 drafters'.
@@ -42,13 +44,8 @@ import time
 import torch
 
 from .architectures import attention_window
-from .compiled import (
-    check_compile_args,
-    check_static_args,
-    raise_recompile_limit,
-    static_mask,
-    thread_static_cache,
-)
+from .compiled import (CompiledRegions, MaskStrips, check_compile_args, check_static_args, static_mask,
+                       thread_static_cache)
 from .drafters.autoregressive import ARDrafter, _ARState
 from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
@@ -79,10 +76,11 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
             for a single shape per k.
         compile: run the drafting pass through ``torch.compile``.
         mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+        skip_guards: see :class:`spec_lib.compiled.CompiledRegions`.
     """
 
     def __init__(self, hf_model, mask_token_id: int, sep_token_id: int, context: int, *, bucket: int = 32,
-                 compile: bool = False, mode: str | None = None) -> None:
+                 compile: bool = False, mode: str | None = None, skip_guards: bool = True) -> None:
         if context is None:
             raise ValueError("context must be an int >= 1 for StaticDiffusionDrafter (it fixes the input shape)")
         super().__init__(hf_model, mask_token_id, sep_token_id, context=context)
@@ -91,12 +89,10 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
                              f"({self.max_positions}), got {context}")
         if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 1:
             raise ValueError(f"bucket must be an int >= 1, got {bucket!r}")
-        check_compile_args(compile, mode)
+        check_compile_args(compile, mode, skip_guards)
         self.bucket = bucket
         self.compiled, self.mode = compile, mode
-        if compile:
-            raise_recompile_limit()
-        self._step = torch.compile(self._forward, dynamic=False, mode=mode) if compile else self._forward
+        self._regions = CompiledRegions(self._forward, mode, skip_guards) if compile else None
         self._padded: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self._init_shapes()
 
@@ -132,12 +128,16 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         ids = torch.full((1, width + 1 + k), self.mask_token_id, dtype=torch.long, device=prefix.device)
         ids[0, width - n:width] = prefix
         ids[0, width] = self.sep_token_id
-        positions, mask = self._positions_and_mask(n, k, prefix.device, next(self.hf_model.parameters()).dtype)
+        dtype = next(self.hf_model.parameters()).dtype
+        positions, mask = self._positions_and_mask(n, k, prefix.device, dtype)
         shape = ("deer", width, k)
         first = self.compiled and shape not in self.compile_seconds
         start = time.perf_counter()
         with torch.inference_mode():
-            logits = self._step(ids, positions, mask, k)[0]
+            if self.compiled:
+                logits = self._regions(shape + (dtype, prefix.device), prefix.device, ids, positions, mask, k)[0]
+            else:
+                logits = self._forward(ids, positions, mask, k)[0]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
         seconds = time.perf_counter() - start
@@ -155,20 +155,21 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
             ``max_position_embeddings``.
         compile: run the one-row passes through ``torch.compile``.
         mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+        skip_guards: see :class:`spec_lib.compiled.CompiledRegions`.
     """
 
     def __init__(self, hf_model, *, max_cache_len: int | None = None, compile: bool = False,
-                 mode: str | None = None) -> None:
+                 mode: str | None = None, skip_guards: bool = True) -> None:
         super().__init__(hf_model)
         window = attention_window(self.config)
         if window is not None:
             raise ValueError(f"StaticARDrafter supports full-attention models only; this {self.config.model_type} "
                              f"model has a sliding window of {window}")
-        self.max_cache_len = check_static_args(self.max_positions, max_cache_len, compile, mode)
+        self.max_cache_len = check_static_args(self.max_positions, max_cache_len, compile, mode,
+                                               skip_guards=skip_guards)
         self.compiled, self.mode = compile, mode
-        if compile:
-            raise_recompile_limit()
-        self._step = torch.compile(self._call, dynamic=False, mode=mode) if compile else self._call
+        self._regions = CompiledRegions(self._call, mode, skip_guards) if compile else None
+        self._strips = MaskStrips(self.max_cache_len)
         self._one_row: dict[tuple, torch.Tensor] = {}
         self._init_shapes()
 
@@ -197,15 +198,20 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
             block = self._one_row.get(key)
             if block is None:
                 block = self._one_row[key] = torch.zeros(1, 1, dtype=dtype, device=ids.device)
+            mask = self._strips.mask(block, cache_len)
         else:
             block = to_additive(torch.ones(rows, rows, dtype=torch.bool, device=ids.device).tril(), dtype)
-        mask = static_mask(block, cache_len, self.max_cache_len)
+            mask = static_mask(block, cache_len, self.max_cache_len)
         positions = torch.arange(cache_len, cache_len + rows, device=ids.device)[None]
-        step = self._step if rows == 1 else self._call
-        first = self.compiled and rows == 1 and ("ar_draft", 1) not in self.compile_seconds
+        steady = self.compiled and rows == 1
+        first = steady and ("ar_draft", 1) not in self.compile_seconds
+        args = (ids[None], positions, mask, state.cache)
         start = time.perf_counter()
         with torch.inference_mode():
-            logits = step(ids[None], positions, mask, state.cache)[0, -1]
+            if steady:
+                logits = self._regions(("ar_draft", 1, dtype, ids.device), ids.device, *args)[0, -1]
+            else:
+                logits = self._call(*args)[0, -1]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
         seconds = time.perf_counter() - start
@@ -234,20 +240,20 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
             ``max_context`` for a single shape per k.
         compile: run each block pass through ``torch.compile``.
         mode: the ``torch.compile`` mode (one of :data:`spec_lib.compiled.COMPILE_MODES`).
+        skip_guards: see :class:`spec_lib.compiled.CompiledRegions`.
     """
 
     def __init__(self, target, network, *, passes: int = 1, early_exit: bool = False, stochastic: str = "argmax",
                  max_context: int | None = None, bucket: int = 32, compile: bool = False,
-                 mode: str | None = None) -> None:
+                 mode: str | None = None, skip_guards: bool = True) -> None:
         super().__init__(target, network, passes=passes, early_exit=early_exit, stochastic=stochastic)
-        self.max_context = check_static_args(self.max_positions, max_context, compile, mode, name="max_context")
+        self.max_context = check_static_args(self.max_positions, max_context, compile, mode, name="max_context",
+                                             skip_guards=skip_guards)
         if isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 1:
             raise ValueError(f"bucket must be an int >= 1, got {bucket!r}")
         self.bucket = bucket
         self.compiled, self.mode = compile, mode
-        if compile:
-            raise_recompile_limit()
-        self._step = torch.compile(self._pass, dynamic=False, mode=mode) if compile else self._pass
+        self._regions = CompiledRegions(self._pass, mode, skip_guards) if compile else None
         self._init_shapes()
 
     def _new_state(self) -> _StaticEditState:
@@ -313,7 +319,11 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
             shape = ("dedit", width, k)
             for step in range(self.passes):
                 first = self.compiled and shape not in self.compile_seconds
-                logits, proposal = self._step(block, positions, mask, context_kv)
+                if self.compiled:
+                    logits, proposal = self._regions(shape + (dtype, prefix.device), prefix.device,
+                                                     block, positions, mask, context_kv)
+                else:
+                    logits, proposal = self._pass(block, positions, mask, context_kv)
                 changed = True
                 if self.early_exit and step:
                     changed = bool((proposal != block[1:]).any())            # one host sync per pass

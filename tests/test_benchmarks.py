@@ -72,7 +72,8 @@ def test_compile_options_refuses_bad_sizes(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))                       # it imports decode_overhead
     options = load("compile_options")
     assert options.parse(["--rounds", "3"]).rounds == 3
-    assert set(options.VARIANTS) == {"default", "cpp_wrapper", "tensor_guards", "cpp_wrapper+tensor_guards"}
+    assert options.VARIANTS == {"library": (True, True), "python_wrapper": (False, True), "guards_evaluated": (True, False),
+                               "neither": (False, False)}
     for flag in ("--rounds", "--new-tokens", "--prompts", "--max-prompt-tokens"):
         with pytest.raises(SystemExit):
             options.parse([flag, "0"])

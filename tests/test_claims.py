@@ -228,11 +228,41 @@ def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
 
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
+    """README, `14`: Packed-SS's model time 0.84 of Linear-SS's, its non-model time 1.04x;
+    non-model time 4.9-6.7% of wall on the eager path, 6.4-9.3% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
-    assert all(r["non_model_share_of_wall"] <= 0.08 for r in table.values())
+    for method, r in table.items():
+        assert r["non_model_share_of_wall"] <= (0.10 if method.endswith("(compiled)") else 0.08), method
     assert table["packed B=32"]["non_model_vs_baseline"] <= 1.5
+
+
+def test_14_the_compiled_path_halves_tau_and_turns_packed_against_linear():
+    """README, `14`: every method faster compiled (linear 1.37-1.40x, packed 1.17-1.21x,
+    quadratic 1.20-1.23x, ar 1.79-1.80x); tau 2.57 -> 1.23 ms while delta 0.0325 -> 0.0395 ms/row,
+    so tau/delta 79 -> 31 rows; Packed-SS over Linear-SS goes from 1.00x [0.97, 1.04] (stdlib) and
+    1.24x (math) to 0.86x [0.83, 0.90] and 1.06x [1.04, 1.07], as the cost model fitted on each
+    path's own calls predicts (within 1%); compiled AR is then faster than every speculative
+    schedule at these block sizes; 672 greedy outputs identical to AR."""
+    m = metrics("14_timing_decomposition")
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 672
+    ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["ratios"]}
+    for (comparison, _, method), r in ratios.items():
+        if comparison == "compiled / eager":
+            assert r["throughput_ratio_low"] > 1.1, (method, r["slice"])
+    vs = "packed B=32 / linear B=32"
+    assert ratios[(vs, "math", "packed B=32")]["throughput_ratio_low"] > 1.1
+    assert ratios[(vs, "stdlib", "packed B=32 (compiled)")]["throughput_ratio_high"] < 1.0
+    assert ratios[(vs, "math", "packed B=32 (compiled)")]["throughput_ratio_high"] \
+        < ratios[(vs, "math", "packed B=32")]["throughput_ratio_low"]
+    costs = {r["path"]: r for r in m["cost_model_by_path"]}
+    assert costs["compiled"]["tau_ms"] < 0.6 * costs["eager"]["tau_ms"]
+    assert costs["compiled"]["tau_over_delta"] < 0.5 * costs["eager"]["tau_over_delta"]
+    assert costs["eager"]["predicted_throughput_ratio"] > 1.0 > costs["compiled"]["predicted_throughput_ratio"]
+    assert all(abs(r["relative_error"]) <= 0.02 for r in costs.values())
+    total = {r["method"]: r["total_norm"] for r in m["decomposition"]}
+    assert total["ar (compiled)"] < min(v for k, v in total.items() if k.endswith("(compiled)") and k != "ar (compiled)")
 
 
 def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
@@ -499,32 +529,32 @@ def benchmark_report(stem: str, modules: list[str], script: str, key: str = "cod
 def test_compiled_path_benchmark():
     """README, *Decoder overhead* (compiled fast path): benchmarks/results/compiled_decode_cpu.json,
     written by benchmarks/compiled_decode.py from the code as it is (code key checked).  Measured
-    on the AVX-512 machine: ar 1.64x the eager path and 1.67x generate (short of issue 13's 2x),
-    1.10x generate with a static cache and a compiled forward (1.00-1.05x in three AVX2 runs, so
-    only "not below it" is asserted); linear 1.50x, packed 1.39x, quadratic 1.37x; no response
-    diverges from generate; non-model share 6.3-9.2% on the speculative schedules, 10.6% on ar
-    (over the 10% budget: asserted as measured, below 12%)."""
+    on the AVX-512 machine, with the C++ wrapper and guard-free regions: ar 1.97x the eager path,
+    2.01x generate [2.00, 2.02] (issue 13's 2x) and 1.32x generate with a static cache and a
+    compiled forward; linear 1.70x, packed 1.54x, quadratic 1.45x; no response diverges from
+    generate; non-model share 9.4% (linear, packed) and 6.6% (quadratic), 10.2% on ar.
+    Asserted with room for the spread of a noisy machine: every path faster compiled (CI low end
+    above 1.1), ar above 1.9x generate and above 1.2x the compiled static generate (CI low
+    ends), the speculative schedules' non-model share within 10% and ar's below 11%."""
     report = benchmark_report("compiled_decode_cpu", ["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"],
                               "benchmarks/compiled_decode.py")
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
     ratios = report["ratios"]
     for schedule in ("ar", "linear", "packed", "quadratic"):
         assert ratios[f"{schedule}:compiled / {schedule}:eager"][1] > 1.1, ratios      # CI low end
-    assert ratios["ar:compiled / generate"][1] > 1.2, ratios
-    assert ratios["ar:compiled / generate_static"][0] >= 0.98 and ratios["ar:compiled / generate_static"][2] > 1.0, \
-        ratios
+    assert ratios["ar:compiled / generate"][1] > 1.9 and ratios["ar:compiled / generate"][0] >= 2.0, ratios
+    assert ratios["ar:compiled / generate_static"][1] > 1.2, ratios
     shares = report["compiled_non_model_share"]
-    assert all(shares[s][0] <= 0.10 for s in ("linear", "packed", "quadratic")) and shares["ar"][0] < 0.12, shares
+    assert all(shares[s][0] <= 0.10 for s in ("linear", "packed", "quadratic")) and shares["ar"][0] < 0.11, shares
 
 
 def test_compiled_drafters_benchmark():
     """README, *Decoder overhead* (compiled drafters): benchmarks/results/compiled_drafters_cpu.json,
     written by benchmarks/compiled_drafters.py from the code as it is (code key checked).
-    Measured: a DEER drafting pass 1.35-1.58x faster compiled than eager at every prefix length
-    and k (CI low ends >= 1.12), an AR drafting cycle 1.43-1.44x (>= 1.24), a DEdit round (P3)
-    1.15-1.22x (>= 1.12).  Asserted with room for the run-to-run spread (the AR cycle at k = 8
-    measured 2.05x and 1.44x in earlier runs): for DEER and the AR drafter a median above 1.25
-    and a CI low end above 1.05; for DEdit a median above 1.05 and a CI low end above 1.0."""
+    Measured on the AVX-512 machine: a DEER drafting pass 1.57-1.95x faster compiled than eager
+    (CI low ends >= 1.55), an AR drafting cycle 1.74-1.78x, a DEdit round (P3) 1.36-1.42x.
+    Asserted with room for the run-to-run spread: for DEER and the AR drafter a median above
+    1.25 and a CI low end above 1.05; for DEdit a median above 1.15 and a CI low end above 1.05."""
     report = benchmark_report("compiled_drafters_cpu", ["spec_lib.compiled_drafters", "spec_lib.drafters"],
                               "benchmarks/compiled_drafters.py")
     rows = {r["case"]: r for r in report["per_call"]}
@@ -532,10 +562,11 @@ def test_compiled_drafters_benchmark():
     for case, row in rows.items():
         median, low, _ = row["speedup"]
         if case.startswith("dedit"):
-            assert median > 1.05 and low > 1.0, (case, row)
+            assert median > 1.15 and low > 1.05, (case, row)
         else:
             assert median > 1.25 and low > 1.05, (case, row)
         assert row["compiled_ms_per_call"] < row["eager_ms_per_call"], (case, row)
+
 
 def test_fanout_benchmark():
     """README, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
@@ -554,20 +585,22 @@ def test_fanout_benchmark():
 
 
 def test_compile_options_benchmark():
-    """README, *Decoder overhead* (what more inductor options would buy):
-    benchmarks/results/compile_options_cpu.json, written by benchmarks/compile_options.py from
-    the code as it is (code key checked).  Measured over the library's compiled ar path: C++
-    wrapper 1.00x [0.94, 1.10], tensor-only guards 1.05x [0.80, 1.12], both 1.08x [0.98, 1.22];
-    both 1.59x generate; no response diverged.  Asserted, as the README says: no divergence; no
-    variant clearly faster than the default (every CI low end <= 1.0, medians within 0.9-1.2);
-    every variant's median short of 2x generate."""
+    """README, *Decoder overhead* (what each lever buys): benchmarks/results/compile_options_cpu.json,
+    written by benchmarks/compile_options.py from the code as it is (code key checked).
+    Measured over the compiled ar path, rounds rotated: the library (C++ wrapper, guards
+    skipped) 1079 tokens/s, 2.11x generate; 1.13x [1.11, 1.15] over the Python wrapper, 1.10x
+    [1.09, 1.13] over evaluating guards, 1.24x [1.22, 1.26] over neither (the earlier path); no
+    response diverged.  Asserted: no divergence; each lever pays (library over every variant:
+    CI low end above 1.0), both together more than either; the library at least 1.9x generate."""
     report = benchmark_report("compile_options_cpu", ["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"],
                               "benchmarks/compile_options.py")
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
-    for variant in report["variants"]:
-        median, low, _ = report["over_default"][variant]
-        assert low <= 1.0 and 0.9 <= median <= 1.2, (variant, report["over_default"])
-        assert report["over_generate"][variant][0] < 2.0, report["over_generate"]
+    over = report["over_library"]
+    assert report["variants"] == ["library", "python_wrapper", "guards_evaluated", "neither"]
+    for variant in ("python_wrapper", "guards_evaluated", "neither"):
+        assert over[variant][1] > 1.0, (variant, over)
+    assert over["neither"][0] > max(over["python_wrapper"][0], over["guards_evaluated"][0]), over
+    assert report["over_generate"]["library"][0] >= 1.9, report["over_generate"]
 
 
 def test_33_causal_heads_lead_on_this_small_backbone_and_every_output_is_lossless():

@@ -99,6 +99,7 @@ def test_compiled_path_matches_generate_float64(trained_hf_model):
                          max_new_tokens=MAX_NEW, eos_token_id=eos)
             assert res.tokens == expected, (schedule, eos, prompt.tolist())
     assert set(model.compile_seconds) == set(compiled), "a decode met a shape the warm-up did not compile"
+    assert model.graphs == len(compiled), "one graph per (call kind, rows), whatever rows a call keeps"
 
 
 def test_static_path_refuses_bad_arguments(trained_hf_model, random_hf_model):
@@ -112,6 +113,10 @@ def test_static_path_refuses_bad_arguments(trained_hf_model, random_hf_model):
         as_static(trained_hf_model, compile="yes")
     with pytest.raises(ValueError, match="mode"):
         as_static(trained_hf_model, compile=True, mode="fastest")
+    with pytest.raises(TypeError, match="skip_guards"):
+        as_static(trained_hf_model, compile=True, skip_guards="yes")
+    with pytest.raises(TypeError, match="cpp_wrapper"):
+        as_static(trained_hf_model, compile=True, cpp_wrapper=1)
     with pytest.raises(TypeError, match="StaticDualModeLM"):
         warm_up(as_dual(random_hf_model), torch.tensor([1, 2]))
     small = as_static(trained_hf_model, max_cache_len=16)
@@ -120,3 +125,60 @@ def test_static_path_refuses_bad_arguments(trained_hf_model, random_hf_model):
     # the model is usable again after the refusal: a fitting decode starts clean
     assert decode(small, torch.arange(1, 4), schedule="ar", width=1, max_new_tokens=5).tokens == \
         decode(as_dual(trained_hf_model), torch.arange(1, 4), schedule="ar", width=1, max_new_tokens=5).tokens
+
+
+def _stance():
+    from torch._dynamo.eval_frame import _stance
+    return _stance
+
+
+@pytest.mark.slow
+def test_two_architectures_share_shapes_but_not_graphs(trained_hf_model, random_hf_model):
+    """Two compiled models of different widths meet the same call shapes, interleaved: each
+    shape's graph is reused without guard checks, so each model must get its own (a graph of
+    the other width would fail or give other tokens); the guard stance is back to default
+    after every decode, threads included."""
+    models = [as_static(trained_hf_model, max_cache_len=64, compile=True),
+              as_static(random_hf_model, max_cache_len=64, compile=True)]
+    cases = [references(m.hf_model, prompts(2, seed=41, chain=trained_hf_model.chain)) for m in models]
+    for i in range(2):
+        for model, model_cases in zip(models, cases):
+            prompt, eos, expected = model_cases[i]
+            for schedule, width in (("ar", 1), ("packed", 3)):
+                res = decode(model, prompt, schedule=schedule, width=width, max_new_tokens=MAX_NEW, eos_token_id=eos)
+                assert res.tokens == expected, (model.hf_model.config.hidden_size, schedule, i)
+                assert not _stance().skip_guard_eval_unsafe
+    kinds = [{kind for kind, _ in m.compile_seconds} for m in models]
+    assert kinds[0] == kinds[1] == {"verify", "packed"} and models[0].graphs == models[1].graphs == 2
+
+    out, errors = [None] * 4, []
+
+    def work(j):
+        try:
+            prompt, eos, _ = cases[j % 2][j // 2]
+            out[j] = decode(models[j % 2], prompt, schedule="packed", width=3, max_new_tokens=MAX_NEW,
+                            eos_token_id=eos).tokens
+        except Exception as exc:                # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and out == [cases[j % 2][j // 2][2] for j in range(4)]
+    assert not _stance().skip_guard_eval_unsafe and _stance().stance == "default"
+
+
+@pytest.mark.slow
+def test_a_users_compiler_stance_is_left_alone(trained_hf_model):
+    """Under the user's ``force_eager`` stance the compiled model runs eagerly (no graph, same
+    tokens) and the stance is still ``force_eager`` afterwards."""
+    model = as_static(trained_hf_model, max_cache_len=64, compile=True)
+    prompt, eos, expected = references(model.hf_model, prompts(1, seed=43, chain=trained_hf_model.chain))[0]
+    with torch.compiler.set_stance("force_eager"):
+        for _ in range(2):                       # the second decode takes the warm (guard-skipping) branch
+            assert decode(model, prompt, schedule="ar", width=1, max_new_tokens=MAX_NEW, eos_token_id=eos).tokens \
+                == expected
+            assert _stance().stance == "force_eager" and not _stance().skip_guard_eval_unsafe
+    assert _stance().stance == "default"

@@ -1,0 +1,58 @@
+"""The timing notebooks' two execution paths (spec_lib.studies.compiled_path): a compiled twin
+sized to the grid, one interleaved grid over both paths with the path in every row, and tau,
+delta fitted per path."""
+
+from __future__ import annotations
+
+import pytest
+
+from spec_lib.compiled import StaticDualModeLM
+from spec_lib.studies import bench, compiled_path
+
+from .conftest import as_dual, prompts
+
+METHODS = [bench.Method("ar", 1), bench.Method("linear", 3), bench.Method("packed", 3), bench.Method("quadratic", 2)]
+
+
+def grid_prompts(chain):
+    return {"a": [p.tolist() for p in prompts(2, seed=51, chain=chain)],
+            "b": [p.tolist() for p in prompts(1, seed=52, chain=chain)]}
+
+
+def test_execution_paths_and_the_twin_cache_fits_the_grid(trained_hf_model):
+    model = as_dual(trained_hf_model)
+    grid = grid_prompts(trained_hf_model.chain)
+    assert list(compiled_path.execution_paths(model, False, grid, METHODS, 10)) == ["eager"]
+    paths = compiled_path.execution_paths(model, True, grid, METHODS, {"a": 10, "b": 20})
+    twin = paths["compiled"]
+    assert isinstance(twin, StaticDualModeLM) and twin.compiled and twin.hf_model is model.hf_model
+    longest = max(len(p) for items in grid.values() for p in items)
+    assert twin.max_cache_len == longest + 20 + 3 * 4 + 1              # Quadratic-SS at W = 2: (W + 1)(W + 2) rows
+    assert [compiled_path.call_rows(m) for m in METHODS] == [1, 4, 8, 12]
+    with pytest.raises(TypeError, match="compiled"):
+        compiled_path.execution_paths(model, "yes", grid, METHODS, 10)
+    with pytest.raises(ValueError, match="schedules"):
+        compiled_path.call_rows(bench.Method("deer", 4))
+
+
+def test_run_paths_interleaves_paths_and_fits_each(trained_hf_model):
+    """Both paths decode every prompt with every method (here the second path is the static
+    cache without compiling, which is enough to check the bookkeeping); greedy outputs agree
+    across paths and with AR; each path gets its own tau, delta."""
+    model = as_dual(trained_hf_model)
+    grid = grid_prompts(trained_hf_model.chain)
+    static = StaticDualModeLM(model.hf_model, model.mask_token_id, max_cache_len=64)
+    runs = compiled_path.run_paths({"eager": model, "compiled": static}, grid, METHODS, max_new_tokens=12,
+                                   progress=False)
+    assert len(runs) == 2 * len(METHODS) * 3
+    assert set(runs["method"]) == {m.name for m in METHODS} | {f"{m.name} (compiled)" for m in METHODS}
+    assert (runs["path"] == "compiled").sum() == len(runs) // 2
+    identity = bench.identity_to_reference(runs)
+    assert (identity["identical"] == identity["responses"]).all()
+    costs = compiled_path.per_path_costs(runs, "packed B=4", "linear B=4")
+    assert list(costs["path"]) == ["eager", "compiled"] and costs["delta_ms"].notna().all()
+    assert compiled_path.compile_seconds({"eager": model}) == {}
+    with pytest.raises(ValueError, match="models"):
+        compiled_path.run_paths({"fast": model}, grid, METHODS, max_new_tokens=4, progress=False)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        compiled_path.run_paths({"eager": model}, {"a": []}, METHODS, max_new_tokens=4, progress=False)
