@@ -229,7 +229,7 @@ def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
     """README, `14`: Packed-SS's model time 0.84 of Linear-SS's, its non-model time 1.04x;
-    non-model time 4.9-6.7% of wall on the eager path, 6.4-9.3% on the compiled one."""
+    non-model time 4.9-6.7% of wall on the eager path, 6.4-9.7% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
@@ -239,10 +239,10 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
 
 
 def test_14_the_compiled_path_halves_tau_and_turns_packed_against_linear():
-    """README, `14`: every method faster compiled (linear 1.37-1.40x, packed 1.17-1.21x,
-    quadratic 1.20-1.23x, ar 1.79-1.80x); tau 2.57 -> 1.23 ms while delta 0.0325 -> 0.0395 ms/row,
-    so tau/delta 79 -> 31 rows; Packed-SS over Linear-SS goes from 1.00x [0.97, 1.04] (stdlib) and
-    1.24x (math) to 0.86x [0.83, 0.90] and 1.06x [1.04, 1.07], as the cost model fitted on each
+    """README, `14`: every method faster compiled (linear 1.38-1.40x, packed 1.18-1.22x,
+    quadratic 1.21-1.24x, ar 1.79-1.80x); tau 2.46 -> 1.18 ms while delta 0.0315 -> 0.0377 ms/row,
+    so tau/delta 78 -> 31 rows; Packed-SS over Linear-SS goes from 1.00x [0.96, 1.03] (stdlib) and
+    1.24x (math) to 0.87x [0.84, 0.90] and 1.06x [1.04, 1.07], as the cost model fitted on each
     path's own calls predicts (within 1%); compiled AR is then faster than every speculative
     schedule at these block sizes; 672 greedy outputs identical to AR."""
     m = metrics("14_timing_decomposition")
@@ -362,24 +362,50 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
     assert_fits(correct, controls)
 
 
-def test_13_at_their_best_block_sizes_the_schedules_tie_and_the_cost_model_agrees():
-    """Best throughputs within 3% of each other (measured: 0.5%); Packed vs Linear at the same
-    B = 8 is not resolved (both CIs contain 1); the independent calibration predicts within 5%."""
+def test_13_at_their_best_block_sizes_packed_and_quadratic_lead_and_the_cost_model_agrees():
+    """README, `13` (eager path): best B Linear 8, Packed 8, Quadratic 4; Packed-SS and
+    Quadratic-SS tie at the top (within 0.1%), Linear-SS about 5% behind; Packed over Linear at
+    B = 8 is 1.08x [1.03, 1.14] on code and not resolved on stdlib; the cost model fitted on the
+    run's own calls predicts within 1%, the independent calibration over-predicts by 4.5-5.1%."""
     m = metrics("13_block_size_probe")
+    assert m["best_block"] == {"linear": 8, "packed": 8, "quadratic": 4}
     best = m["best_throughput"]
-    assert max(best.values()) <= 1.03 * min(best.values()), best
-    for r in m["packed_vs_linear_at_best"]:
-        assert r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"], r
-        assert r["tokens_per_nfe_ratio_low"] > 1.05, r
-    independent = [r for r in m["cost_model_at_best"] if r["tau_delta_from"] == "independent"]
-    assert independent and all(abs(r["relative_error"]) <= 0.05 for r in independent)
+    assert abs(best["packed"] / best["quadratic"] - 1) < 0.01 and best["linear"] < 0.97 * best["packed"], best
+    vs = {r["slice"]: r for r in m["packed_vs_linear_at_best"]}
+    assert vs["code"]["throughput_ratio_low"] > 1.0
+    assert vs["stdlib"]["throughput_ratio_low"] < 1.0 < vs["stdlib"]["throughput_ratio_high"]
+    assert all(r["tokens_per_nfe_ratio_low"] > 1.1 for r in vs.values())
+    for r in m["cost_model_at_best"]:
+        if r["tau_delta_from"] == "own calls":
+            assert abs(r["relative_error"]) <= 0.01, r
+        else:
+            assert -0.06 <= r["relative_error"] < 0, r
 
 
 def test_13_every_schedule_beats_ar_at_its_best_block_size():
-    """All three schedules, at their best B, are faster than AR on both slices (CI above 1;
-    measured 1.35-1.55x)."""
+    """README, `13` (eager path): at its best B every schedule is 1.14-1.27x AR, every CI above
+    1 but Linear-SS's on code ([0.98, 1.34])."""
     for r in metrics("13_block_size_probe")["speedups_at_best"]:
-        assert r["throughput_ratio_low"] > 1.0 and 1.2 <= r["throughput_ratio"] <= 1.8, r
+        assert 1.1 <= r["throughput_ratio"] <= 1.3, r
+        if (r["slice"], r["method"]) != ("code", "linear B=8"):
+            assert r["throughput_ratio_low"] > 1.0, r
+
+
+def test_13_the_compiled_path_shrinks_the_best_block_sizes():
+    """README, `13`: on the compiled path the best B of Quadratic-SS and (barely: 1,101 against
+    1,090 tokens/s) Packed-SS halve (4 -> 2, 8 -> 4; Linear-SS stays at 8) and only Quadratic-SS
+    at B = 2 still beats the compiled AR on
+    both slices (1.11x [1.04, 1.18] and 1.16x [1.12, 1.20]); 1,104 greedy outputs identical to AR."""
+    m = metrics("13_block_size_probe")
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 1104
+    rows = [r for r in m["speedups_by_path"] if r["path"] == "compiled"]
+    best = {r["method"].split()[0]: r["B"] for r in rows}
+    assert best == {"linear": 8, "packed": 4, "quadratic": 2}, best
+    for r in rows:
+        if r["method"].startswith("quadratic"):
+            assert r["throughput_ratio_low"] > 1.0, r
+        else:
+            assert r["throughput_ratio_low"] < 1.0, r
 
 
 def test_21_deer_is_lossless_and_the_ar_drafter_beats_it_at_this_scale():

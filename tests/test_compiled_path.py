@@ -52,6 +52,16 @@ def test_run_paths_interleaves_paths_and_fits_each(trained_hf_model):
     costs = compiled_path.per_path_costs(runs, "packed B=4", "linear B=4")
     assert list(costs["path"]) == ["eager", "compiled"] and costs["delta_ms"].notna().all()
     assert compiled_path.compile_seconds({"eager": model}) == {}
+    eager, twin = compiled_path.on_path(runs, "eager"), compiled_path.on_path(runs, "compiled")
+    assert set(eager["method"]) == set(twin["method"]) == {m.name for m in METHODS}
+    key = ["slice", "prompt", "method"]
+    assert eager.sort_values(key)["output"].tolist() == twin.sort_values(key)["output"].tolist()
+    probe, speedups = compiled_path.best_blocks_by_path(runs, n_resamples=200)
+    assert set(probe["path"]) == set(speedups["path"]) == {"eager", "compiled"}
+    assert len(probe) == 2 * len(METHODS) and set(speedups["slice"]) == {"a", "b"}
+    assert speedups["B"].notna().all() and (speedups["throughput_ratio"] > 0).all()
+    with pytest.raises(ValueError, match="path must be one of"):
+        compiled_path.on_path(runs, "gpu")
     with pytest.raises(ValueError, match="models"):
         compiled_path.run_paths({"fast": model}, grid, METHODS, max_new_tokens=4, progress=False)
     with pytest.raises(ValueError, match="at least one prompt"):

@@ -35,3 +35,27 @@ def decomposition_by_path(table: pd.DataFrame, runs: pd.DataFrame, baseline: str
     ax.legend(fontsize=8, ncol=len(paths), loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def block_probe_by_path(probe: pd.DataFrame, n_prompts: int):
+    """Throughput of each schedule by block size on each execution path (solid: eager, dashed:
+    compiled), each path's AR as a horizontal line of the same style (seed 000, App. F.1)."""
+    fig, ax = plt.subplots(figsize=(9.5, 4.2))
+    styles = {path: ls for path, ls in zip(dict.fromkeys(probe["path"]), ("-", "--", ":"))}
+    colors = {s: plt.cm.tab10(i) for i, s in enumerate(sorted(set(probe["schedule"]) - {"ar"}))}
+    for path, part in probe.groupby("path", sort=False):
+        for schedule, rows in part[part["schedule"] != "ar"].groupby("schedule"):
+            rows = rows.sort_values("B")
+            ax.plot(rows["B"], rows["throughput"], "o", ls=styles[path], color=colors[schedule],
+                    label=f"{schedule} ({path})")
+        ar = part.loc[part["schedule"] == "ar", "throughput"]
+        if len(ar):
+            ax.axhline(ar.iloc[0], color="black", ls=styles[path], lw=1, label=f"AR ({path})")
+    ticks = sorted(set(probe.loc[probe["schedule"] != "ar", "B"]))
+    ax.set(xscale="log", xlabel="block size B", ylabel="tokens / s",
+           title=f"block-size probe on each execution path, first {n_prompts} prompts")
+    ax.minorticks_off()
+    ax.set_xticks(ticks, [str(b) for b in ticks])
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig

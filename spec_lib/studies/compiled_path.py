@@ -15,8 +15,8 @@ from tqdm.auto import tqdm
 
 from . import bench
 
-__all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "path_method", "run_paths", "per_path_costs",
-           "path_ratios", "compile_seconds"]
+__all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "path_method", "run_paths", "on_path",
+           "per_path_costs", "path_ratios", "best_blocks_by_path", "compile_seconds"]
 
 #: the execution paths, the eager one first (its method names carry no suffix)
 PATHS = ("eager", "compiled")
@@ -88,6 +88,34 @@ def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[b
             rows += [{**row, "method": path_method(row["method"], path), "path": path}
                      for row in bench.job_rows(models[path], methods, job, spec, settings)]
     return pd.DataFrame(rows)
+
+
+def on_path(runs: pd.DataFrame, path: str) -> pd.DataFrame:
+    """The rows of one path with the method names it had in a one-path grid, so every
+    :mod:`~spec_lib.studies.bench` analysis applies to it unchanged."""
+    if path not in set(runs["path"]):
+        raise ValueError(f"path must be one of {sorted(set(runs['path']))}, got {path!r}")
+    part = runs[runs["path"] == path].copy()
+    suffix = f" ({path})" if path != PATHS[0] else ""
+    part["method"] = [m[: len(m) - len(suffix)] if suffix and m.endswith(suffix) else m for m in part["method"]]
+    return part
+
+
+def best_blocks_by_path(runs: pd.DataFrame, n_resamples: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Seed 000, App. F.1's block-size probe on each path: ``(probe, speedups)``, the
+    :func:`~spec_lib.studies.bench.block_probe` of every method and, at each schedule's best
+    block size on that path, its paired-bootstrap speedup over the same path's AR per slice;
+    both with a ``path`` column (method names as in a one-path grid)."""
+    probes, speedups = [], []
+    for path in dict.fromkeys(runs["path"]):
+        part = on_path(runs, path)
+        probe = bench.block_probe(part)
+        best = bench.best_per_schedule(probe)
+        ratios = bench.paired_bootstrap(part, "ar", methods=list(best["method"]), n_resamples=n_resamples, seed=seed)
+        ratios["B"] = ratios["method"].map(dict(zip(best["method"], best["B"])))
+        probes.append(probe.assign(path=path))
+        speedups.append(ratios.assign(path=path))
+    return pd.concat(probes, ignore_index=True), pd.concat(speedups, ignore_index=True)
 
 
 def per_path_costs(runs: pd.DataFrame, method: str, baseline: str) -> pd.DataFrame:
