@@ -559,9 +559,10 @@ def test_compiled_path_benchmark():
     2.01x generate [2.00, 2.02] (issue 13's 2x) and 1.32x generate with a static cache and a
     compiled forward; linear 1.70x, packed 1.54x, quadratic 1.45x; no response diverges from
     generate; non-model share 9.4% (linear, packed) and 6.6% (quadratic), 10.2% on ar.
-    Asserted with room for the spread of a noisy machine: every path faster compiled (CI low end
-    above 1.1), ar above 1.9x generate and above 1.2x the compiled static generate (CI low
-    ends), the speculative schedules' non-model share within 10% and ar's below 11%."""
+    Asserted: every path faster compiled (CI low end above 1.1); ar's median at issue 13's 2x
+    generate, as measured (2.01: a rerun may land just below it) with its CI low end above 1.9;
+    above 1.2x the compiled static generate (CI low end); the speculative schedules' non-model
+    share within 10% and ar's below 11%."""
     report = benchmark_report("compiled_decode_cpu", ["spec_lib.compiled", "spec_lib.schedules", "spec_lib.models"],
                               "benchmarks/compiled_decode.py")
     assert not any(report["divergent_responses"].values()), report["divergent_responses"]
