@@ -31,7 +31,7 @@ from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM, warm_up
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
-from spec_lib.studies import bench
+from spec_lib.studies import bench, compiled_path
 from spec_lib.training.checkpoints import load_model
 
 from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
@@ -102,10 +102,8 @@ def main(argv=None) -> int:
         return greedy_generate(model, prompt, args.new_tokens, pad)
 
     start = time.perf_counter()
-    compile_seconds = {}
     for schedule, width in cases:
-        compile_seconds.update(warm_up(static, prompts[0], schedules=(schedule,), widths=(width,),
-                                       max_new_tokens=args.new_tokens))
+        warm_up(static, prompts[0], schedules=(schedule,), widths=(width,), max_new_tokens=args.new_tokens)
     for prompt in prompts:                       # shapes a later prompt may meet (a shorter last draft)
         for schedule, width in cases:
             decode(static, prompt, schedule=schedule, width=width, max_new_tokens=args.new_tokens)
@@ -145,7 +143,7 @@ def main(argv=None) -> int:
               "args": vars(args), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
               "params_millions": sum(p.numel() for p in hf_model.parameters()) / 1e6,
               "prompts": len(prompts), "tokens_per_repeat": tokens,
-              "compile_seconds": {f"{k}:{r}": s for (k, r), s in compile_seconds.items()},
+              "compile_seconds": compiled_path.shape_names(static.compile_seconds),
               "shapes_compiled": len(static.compile_seconds), "graphs": static.graphs, "warm_up_seconds": warm_seconds,
               "divergent_responses": divergent, "responses_per_method": len(prompts) * args.repeats,
               "tokens_per_s": {m: median_ci([tokens / w for w in walls[m]]) for m in methods},
@@ -158,7 +156,7 @@ def main(argv=None) -> int:
 
     print(f"\n{report['params_millions']:.1f}M params, {len(prompts)} prompts x {args.new_tokens} new tokens, "
           f"{args.repeats} interleaved repeats, {torch.get_num_threads()} threads; "
-          f"{len(static.compile_seconds)} shapes compiled in {sum(compile_seconds.values()):.1f} s")
+          f"{len(static.compile_seconds)} shapes compiled in {sum(static.compile_seconds.values()):.1f} s")
     print(f"{'method':<22} tokens/s median [95% CI]   divergent responses")
     for m in methods:
         med, low, high = report["tokens_per_s"][m]

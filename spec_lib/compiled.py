@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 
 import torch
 
@@ -43,7 +44,7 @@ from .attention import head_dim
 from .models import DualModeLM, VerifiedCache, _Session
 
 __all__ = ["StaticDualModeLM", "warm_up", "COMPILE_MODES", "CompiledRegions", "MaskStrips", "skipped_guards",
-           "static_mask", "thread_static_cache"]
+           "model_signature", "static_mask", "thread_static_cache"]
 
 #: dynamo's recompile limit while a compiled StaticDualModeLM exists (raised, never lowered).
 RECOMPILE_LIMIT = 64
@@ -96,53 +97,97 @@ def raise_recompile_limit() -> None:
 class _GuardStance:
     """Who runs with dynamo's ``skip_guard_eval_unsafe`` stance, across threads.
 
-    The stance is process-wide, and dynamo refuses to compile a new graph of a function that
-    has graphs while it is on.  So calls that skip guards share it (counted; the prior stance
-    comes back when the last one ends) and calls that compile wait for them to end, and the
-    reverse: a readers-writer lock with the skipping calls as readers.
+    The stance is process-wide (and dynamo copies it into a process-wide flag at each compiled
+    call), and dynamo refuses to compile a new graph while it is on.  So calls that skip guards
+    share it (counted; it is set when the first starts and taken back when the last ends) and
+    calls that compile wait until none runs, and the reverse: a readers-writer lock with the
+    skipping calls as readers and the compiling calls as writers, preferred (a waiting compile
+    holds back new skipping blocks, so it is not starved).  Blocks nest: a thread inside one
+    (a user's :func:`skipped_guards`) enters the next without waiting, and a compile on that
+    thread waits only for the other threads' blocks and runs with the stance taken back
+    meanwhile (two such threads compiling at once would wait on each other: the second gets
+    an error instead).  The stance is set only over dynamo's plain default and taken back only
+    while it is still the one set here, so a stance a user sets before or meanwhile stays.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._skipping = 0
-        self._compiling = 0
-        self._set = None
+        self._skipping = 0                  # open skipping blocks, all threads
+        self._compiling = 0                 # compiling calls running
+        self._waiting = 0                   # compiling calls waiting for the skipping blocks to end
+        self._held = 0                      # threads inside a skipping block that wait to compile
+        self._depth = threading.local()     # this thread's open skipping blocks
+        self._set = None                    # the set_stance applied here, while it is on
+
+    def _mine(self) -> int:
+        return getattr(self._depth, "n", 0)
+
+    def _apply(self) -> None:
+        stance = torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
+        prior = stance.prev
+        if prior.stance != "default" or prior.backend is not None or prior.skip_guard_eval_unsafe:
+            stance.__exit__(None, None, None)           # the user's own stance: leave it as it was
+            return
+        self._set = stance
+
+    def _take_back(self) -> None:
+        stance, self._set = self._set, None
+        if stance is not None and _current_stance() is stance.stance:
+            stance.__exit__(None, None, None)           # a stance set meanwhile by the user stays
 
     @contextlib.contextmanager
     def skipping(self):
+        mine = self._mine()
         with self._cond:
-            self._cond.wait_for(lambda: self._compiling == 0)
-            if self._skipping == 0:
-                stance = torch.compiler.set_stance("default", skip_guard_eval_unsafe=True)
-                prior = stance.prev
-                if prior.stance != "default" or prior.backend is not None or prior.skip_guard_eval_unsafe:
-                    stance.__exit__(None, None, None)       # the user's own stance: leave it as it was
-                    stance = None
-                self._set = stance
+            if mine == 0:
+                self._cond.wait_for(lambda: self._compiling == 0 and self._waiting == 0)
             self._skipping += 1
+            self._depth.n = mine + 1
+            if self._skipping == 1:
+                self._apply()
         try:
             yield
         finally:
             with self._cond:
+                self._depth.n = mine
                 self._skipping -= 1
                 if self._skipping == 0:
-                    if self._set is not None:
-                        self._set.__exit__(None, None, None)
-                        self._set = None
+                    self._take_back()
+                if self._skipping == 0 or self._held:   # a holder waits for the others' blocks only
                     self._cond.notify_all()
 
     @contextlib.contextmanager
     def compiling(self):
+        mine = self._mine()
         with self._cond:
-            self._cond.wait_for(lambda: self._skipping == 0)
+            if mine and self._held:
+                raise RuntimeError("two threads inside skipped_guards() meet shapes that are not compiled yet, and "
+                                   "each would wait for the other's block to end: warm the shapes up first "
+                                   "(spec_lib.compiled.warm_up) or compile outside skipped_guards()")
+            self._waiting += 1
+            self._held += bool(mine)
+            try:
+                self._cond.wait_for(lambda: self._skipping == mine)
+            finally:
+                self._waiting -= 1
+                self._held -= bool(mine)
+                self._cond.notify_all()
             self._compiling += 1
+            if mine:
+                self._take_back()                       # this thread's own blocks: off while it compiles
         try:
             yield
         finally:
             with self._cond:
                 self._compiling -= 1
-                if self._compiling == 0:
-                    self._cond.notify_all()
+                if mine and self._compiling == 0 and self._skipping:
+                    self._apply()
+                self._cond.notify_all()
+
+
+def _current_stance():
+    """dynamo's current stance object (torch keeps it in ``torch._dynamo.eval_frame._stance``)."""
+    return torch._dynamo.eval_frame._stance
 
 
 _STANCE = _GuardStance()
@@ -152,35 +197,77 @@ def skipped_guards():
     """Context: dynamo's ``skip_guard_eval_unsafe`` stance while the block runs.
 
     A compiled function then evaluates only the guards that tell its cached graphs apart, so a
-    region with one graph runs it with no guard evaluation (about 0.1 ms per call on the cpu
-    model).  The stance is process-wide: blocks are counted across threads, the prior stance
-    comes back when the last one ends, a stance the user set (e.g.
-    ``torch.compiler.set_stance("force_eager")``) is left alone, and :class:`CompiledRegions`'
-    compiling calls wait until no such block runs.  Another thread's own ``torch.compile``
-    function that must recompile while a block runs gets dynamo's "Recompilation triggered
-    with skip_guard_eval_unsafe stance" error: build spec_lib's compiled models with
-    ``skip_guards=False`` in such a process.
+    region of :class:`CompiledRegions` (one graph) runs it with no guard evaluation (about 0.1
+    ms per call on the cpu model).  spec_lib's compiled models hold the stance only over each
+    of their own compiled calls; a block around a whole decode saves the per-call set-up too.
+
+    The stance is process-wide, so it reaches every compiled function that runs while any such
+    block is open, in any thread: a function of your own whose cached graph no longer fits
+    (a changed Python attribute, a new global state) silently runs that stale graph when only
+    guards of that kind would differ, and raises dynamo's "Recompilation triggered with
+    skip_guard_eval_unsafe stance" error when no graph fits its tensors.  In a process that
+    runs other compiled code alongside, build spec_lib's compiled models with
+    ``skip_guards=False``.  Blocks are counted across threads and nest; a stance the user set
+    (e.g. ``torch.compiler.set_stance("force_eager")``) is left alone, before and during the
+    block; :class:`CompiledRegions`' compiling calls wait until the other threads' blocks end
+    and new blocks wait for them.  A block must not be open in two threads that both meet a
+    shape not compiled yet (the second gets a clear error): warm the shapes up first.
     """
     return _STANCE.skipping()
+
+
+_SIGNATURES: dict[tuple, int] = {}
+_SIGNATURES_LOCK = threading.Lock()
+
+
+def model_signature(*modules: torch.nn.Module) -> int:
+    """A small int naming what dynamo's guards check about ``modules`` beyond a call's shapes:
+    each submodule's class and hook counts, every parameter's and buffer's dtype, device and
+    shape, the attention implementation.  Equal structures get equal ints (interned, exact).
+
+    A region key that carries it tells apart a model whose parameters were cast in part (e.g.
+    one norm to float32: with guards skipped, the float64 graph would run on it and give wrong
+    tokens), a peft adapter injected into its modules, a hook added, or another attention
+    implementation.  About 80 us on the cpu model: computed once per decode, not per call.
+    """
+    parts = []
+    for module in modules:
+        parts.append(getattr(getattr(module, "config", None), "_attn_implementation", None))
+        for sub in module.modules():
+            parts.append((type(sub), len(sub._forward_hooks), len(sub._forward_pre_hooks)))
+            parts += [(t.dtype, t.device, t.shape) for t in sub._parameters.values() if t is not None]
+            parts += [(t.dtype, t.device, t.shape) for t in sub._buffers.values() if t is not None]
+    parts = tuple(parts)
+    with _SIGNATURES_LOCK:
+        return _SIGNATURES.setdefault(parts, len(_SIGNATURES))
 
 
 class CompiledRegions:
     """``fn`` compiled once per call key, each key in its own ``torch.compile`` region.
 
-    A key names everything that distinguishes one steady-state call from another: the call's
-    shapes, dtype and device (the caller's part) and torch's thread count (added here).  With
-    ``isolate_recompiles=True`` each region keeps its own graphs, so a region meets one key and
-    holds one graph.  With ``skip_guards``, every call after a region's first runs under
-    :func:`skipped_guards`: the region's single graph is the one its guards would pick, for
-    any call with that key.  What such guards would still check is the model's Python
-    structure (attention implementation, layer count, epsilons): after a model's first call
-    with a key, change its structure and build a new wrapper (its parameters, read at each
-    call, may change freely).
+    A call names its ``shape`` (what distinguishes one steady-state call from another, e.g.
+    the call kind and row count) and ``context`` (dtype, device and the model's
+    :func:`model_signature`); the region key adds torch's thread count.  With ``isolate_recompiles=True`` each region keeps its own graphs, so a
+    region meets one key and holds one graph.  With ``skip_guards``, every call after a
+    region's first runs under :func:`skipped_guards`: the region's single graph is the one its
+    guards would pick, for any call with that key.  Where dynamo still refuses that graph (a
+    call under ``torch.autocast``, parameters of another dtype than the first one's), the call
+    falls back to a guarded one that compiles a second graph for the region.
 
-    On a CPU with the default ``mode`` and ``cpp_wrapper`` inductor writes the graph's wrapper
-    in C++, which drops inductor's per-kernel Python calls (``cpp_wrapper=False``: its Python
-    wrapper, whose generated code is easier to read); a ``mode`` (e.g. ``"reduce-overhead"``,
-    CUDA graphs) is passed as is.
+    What guards would check and the key does not name is the rest of the model's Python
+    state: a changed epsilon or other attribute, a module swapped for one of the same class.
+    After such a change build a new wrapper, or build this one with ``skip_guards=False``.  The
+    parameters' values, read at each call, may change freely; their dtypes and the model's
+    structure are in the signature, which the compiled models read once per decode (a change
+    in the middle of a decode is seen at the next one).
+
+    On a CPU with the default ``mode`` (None or ``"default"``) and ``cpp_wrapper`` inductor
+    writes the graph's wrapper in C++, which drops inductor's per-kernel Python calls
+    (``cpp_wrapper=False``: its Python wrapper, whose generated code is easier to read); any
+    other ``mode`` (e.g. ``"reduce-overhead"``, CUDA graphs) is passed as is.
+
+    :attr:`compile_seconds` holds, per ``shape``, the seconds of its compiling calls (compile
+    and first run), summed over the contexts and thread counts it was compiled for.
     """
 
     def __init__(self, fn, mode: str | None = None, skip_guards: bool = True, cpp_wrapper: bool = True) -> None:
@@ -192,26 +279,39 @@ class CompiledRegions:
         self._regions: dict[tuple, object] = {}
         self._warm: set[tuple] = set()
         self._lock = threading.Lock()
+        self.compile_seconds: dict[tuple, float] = {}
 
     def __len__(self) -> int:
-        """Regions created so far (one graph each)."""
+        """Regions created so far (one graph each, two where a guarded fallback recompiled)."""
         return len(self._regions)
 
-    def __call__(self, key: tuple, device: torch.device, *args):
-        key = key + (torch.get_num_threads(),)
+    def __call__(self, shape: tuple, context: tuple, device: torch.device, *args):
+        key = shape + context + (torch.get_num_threads(),)
         if key in self._warm and self.skip_guards:
-            with _STANCE.skipping():
-                return self._regions[key](*args)
+            try:
+                with _STANCE.skipping():
+                    return self._regions[key](*args)
+            except RuntimeError as error:                   # raised by the guard lookup, before any work
+                if "skip_guard_eval_unsafe" not in str(error):
+                    raise
+                self._warm.discard(key)
         with self._lock:
             region = self._regions.get(key)
             if region is None:
-                cpp = self.cpp_wrapper and self.mode is None and device.type == "cpu"
+                cpp = self.cpp_wrapper and self.mode in (None, "default") and device.type == "cpu"
                 options = {"cpp_wrapper": True} if cpp else None
                 region = self._regions[key] = torch.compile(self.fn, dynamic=False, mode=self.mode,
                                                             options=options, isolate_recompiles=True)
+        start = time.perf_counter()
         with _STANCE.compiling():
             out = region(*args)
-        self._warm.add(key)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        with self._lock:
+            if key not in self._warm:
+                self.compile_seconds[shape] = self.compile_seconds.get(shape, 0.0) + seconds
+                self._warm.add(key)
         return out
 
 
@@ -222,23 +322,29 @@ class MaskStrips:
     ``max_cache_len`` columns on either side; the mask over ``cache_len`` cached tokens is its
     ``max_cache_len`` columns from ``max_cache_len - cache_len`` (the cached columns visible,
     the call's rows by the block, every later slot hidden): one copy per call, no rebuild.
-    Blocks are the layout templates' memoised ones, kept alive by their owner.
+    Blocks are the layout templates' memoised ones; a strip, ``rows x (2 max_cache_len + rows)``
+    values, is dropped when its block is freed (so an id is never met twice while it is held).
     """
 
     def __init__(self, max_cache_len: int) -> None:
         self.max_cache_len = max_cache_len
-        self._strips: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._strips: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        """Strips held (one per live block met)."""
+        return len(self._strips)
 
     def mask(self, block: torch.Tensor, cache_len: int) -> torch.Tensor:
-        entry = self._strips.get(id(block))
-        if entry is None or entry[0] is not block:
+        strip = self._strips.get(id(block))
+        if strip is None:
             rows, n = block.shape[0], self.max_cache_len
             strip = block.new_full((rows, 2 * n + rows), torch.finfo(block.dtype).min)
             strip[:, :n] = 0
             strip[:, n:n + rows] = block
-            entry = self._strips[id(block)] = (block, strip)
+            self._strips[id(block)] = strip
+            weakref.finalize(block, self._strips.pop, id(block), None)
         start = self.max_cache_len - cache_len
-        return entry[1][:, start:start + self.max_cache_len].contiguous()[None, None]
+        return strip[:, start:start + self.max_cache_len].contiguous()[None, None]
 
 
 def thread_static_cache(local, config, max_cache_len: int, parameter: torch.Tensor):
@@ -303,9 +409,12 @@ class StaticDualModeLM(DualModeLM):
         self._regions = CompiledRegions(self._forward, mode, skip_guards, cpp_wrapper) if compile else None
         self._strips = MaskStrips(self.max_cache_len)
         self._keep: dict[tuple, torch.Tensor] = {}
-        self._shapes_lock = threading.Lock()
-        #: seconds of the first call of each steady-state shape ``(kind, rows)`` (compile + run).
-        self.compile_seconds: dict[tuple[str, int], float] = {}
+
+    @property
+    def compile_seconds(self) -> dict[tuple[str, int], float]:
+        """Seconds of the compiling calls of each steady-state shape ``(kind, rows)`` (compile and
+        first run, summed over the dtypes, devices and thread counts it was compiled for)."""
+        return dict(self._regions.compile_seconds) if self._regions is not None else {}
 
     @property
     def graphs(self) -> int:
@@ -318,7 +427,10 @@ class StaticDualModeLM(DualModeLM):
         if self.hf_model.training:
             self.hf_model.eval()
         parameter = next(self.hf_model.parameters())
-        cache = thread_static_cache(self._thread_local(), self.config, self.max_cache_len, parameter)
+        local = self._thread_local()
+        cache = thread_static_cache(local, self.config, self.max_cache_len, parameter)
+        if self._regions is not None:
+            local.context = (parameter.dtype, parameter.device, model_signature(self.hf_model))
         return _Session(VerifiedCache(), cache, parameter.dtype, parameter.device)
 
     # ----- the forward call ------------------------------------------------------------------
@@ -346,8 +458,6 @@ class StaticDualModeLM(DualModeLM):
         steady = self.compiled and layout.n_context == 0
         if isinstance(keep_rows, int):            # "the last n rows" as indices: no int specialisation
             keep_rows = self._keep_last(rows, keep_rows, layout.input_ids.device)
-        shape = (layout.kind, rows)
-        first = steady and shape not in self.compile_seconds
         # One graph per (kind, rows): the kept rows of a kind vary (Packed-SS keeps |D_{t-1}| + 1
         # verify rows and W draft rows, so a decode meets W counts), so a steady call computes
         # the logits of every row and the kept ones are gathered after it.
@@ -356,18 +466,14 @@ class StaticDualModeLM(DualModeLM):
         start = time.perf_counter()
         with torch.inference_mode():
             if steady:
-                logits = self._regions(shape + (session.dtype, session.device), session.device, *args)[0]
-                if keep_rows.numel() < rows:
+                logits = self._regions((layout.kind, rows), self._thread_local().context, session.device, *args)[0]
+                if keep_rows is not self._keep.get((rows, rows, keep_rows.device)):    # not all rows in order
                     logits = logits[keep_rows]
             else:
                 logits = self._forward(*args)[0]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        seconds = time.perf_counter() - start
-        if first:
-            with self._shapes_lock:
-                self.compile_seconds.setdefault(shape, seconds)
-        return logits, seconds
+        return logits, time.perf_counter() - start
 
     def _keep_last(self, rows: int, n: int, device) -> torch.Tensor:
         """Indices of the last ``n`` of ``rows`` rows (memoised)."""

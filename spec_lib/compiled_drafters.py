@@ -44,8 +44,8 @@ import time
 import torch
 
 from .architectures import attention_window
-from .compiled import (CompiledRegions, MaskStrips, check_compile_args, check_static_args, static_mask,
-                       thread_static_cache)
+from .compiled import (CompiledRegions, MaskStrips, check_compile_args, check_static_args, model_signature,
+                       static_mask, thread_static_cache)
 from .drafters.autoregressive import ARDrafter, _ARState
 from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
@@ -54,19 +54,18 @@ from .masks.predicates import padded_visible, to_additive
 __all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter"]
 
 
-class _ShapeTimes:
-    """``compile_seconds``: the first call's seconds of each compiled shape (thread-safe)."""
+class _CompileTimes:
+    """``compile_seconds``: the compiling calls' seconds of each compiled shape (see
+    :class:`spec_lib.compiled.CompiledRegions`); empty on the eager path."""
 
-    def _init_shapes(self) -> None:
-        self._shapes_lock = threading.Lock()
-        self.compile_seconds: dict[tuple, float] = {}
+    _regions: CompiledRegions | None
 
-    def _record(self, shape: tuple, seconds: float) -> None:
-        with self._shapes_lock:
-            self.compile_seconds.setdefault(shape, seconds)
+    @property
+    def compile_seconds(self) -> dict[tuple, float]:
+        return dict(self._regions.compile_seconds) if self._regions is not None else {}
 
 
-class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
+class StaticDiffusionDrafter(_CompileTimes, DiffusionDrafter):
     """:class:`~spec_lib.drafters.diffusion.DiffusionDrafter` with one input shape per k.
 
     Args:
@@ -94,7 +93,22 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         self.compiled, self.mode = compile, mode
         self._regions = CompiledRegions(self._forward, mode, skip_guards) if compile else None
         self._padded: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._init_shapes()
+        self._local = threading.local()
+
+    def reset(self) -> None:
+        """As the eager drafter's, and (compiled) read the model's signature for this thread's
+        calls until the next reset (:func:`spec_lib.compiled.model_signature`)."""
+        super().reset()
+        if self._regions is not None:
+            parameter = next(self.hf_model.parameters())
+            self._local.context = (parameter.dtype, parameter.device, model_signature(self.hf_model))
+
+    def _context(self) -> tuple:
+        context = getattr(self._local, "context", None)
+        if context is None:                           # draft_logits called without a decode's reset
+            self.reset()
+            context = self._local.context
+        return context
 
     def _forward(self, input_ids, position_ids, attention_mask, k: int):
         return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
@@ -130,23 +144,18 @@ class StaticDiffusionDrafter(_ShapeTimes, DiffusionDrafter):
         ids[0, width] = self.sep_token_id
         dtype = next(self.hf_model.parameters()).dtype
         positions, mask = self._positions_and_mask(n, k, prefix.device, dtype)
-        shape = ("deer", width, k)
-        first = self.compiled and shape not in self.compile_seconds
         start = time.perf_counter()
         with torch.inference_mode():
             if self.compiled:
-                logits = self._regions(shape + (dtype, prefix.device), prefix.device, ids, positions, mask, k)[0]
+                logits = self._regions(("deer", width, k), self._context(), prefix.device, ids, positions, mask, k)[0]
             else:
                 logits = self._forward(ids, positions, mask, k)[0]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        seconds = time.perf_counter() - start
-        if first:
-            self._record(shape, seconds)
-        return logits, seconds, n + 1 + k
+        return logits, time.perf_counter() - start, n + 1 + k
 
 
-class StaticARDrafter(_ShapeTimes, ARDrafter):
+class StaticARDrafter(_CompileTimes, ARDrafter):
     """:class:`~spec_lib.drafters.autoregressive.ARDrafter` on a per-thread ``StaticCache``.
 
     Args:
@@ -171,13 +180,15 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
         self._regions = CompiledRegions(self._call, mode, skip_guards) if compile else None
         self._strips = MaskStrips(self.max_cache_len)
         self._one_row: dict[tuple, torch.Tensor] = {}
-        self._init_shapes()
 
     def _new_state(self) -> _ARState:
         if self.hf_model.training:
             self.hf_model.eval()
         parameter = next(self.hf_model.parameters())
-        cache = thread_static_cache(self._thread_local(), self.config, self.max_cache_len, parameter)
+        local = self._thread_local()
+        cache = thread_static_cache(local, self.config, self.max_cache_len, parameter)
+        if self._regions is not None:
+            local.context = (parameter.dtype, parameter.device, model_signature(self.hf_model))
         return _ARState(cache, 0, torch.empty(0, dtype=torch.long))
 
     def _call(self, input_ids, position_ids, attention_mask, cache):
@@ -204,20 +215,16 @@ class StaticARDrafter(_ShapeTimes, ARDrafter):
             mask = static_mask(block, cache_len, self.max_cache_len)
         positions = torch.arange(cache_len, cache_len + rows, device=ids.device)[None]
         steady = self.compiled and rows == 1
-        first = steady and ("ar_draft", 1) not in self.compile_seconds
         args = (ids[None], positions, mask, state.cache)
         start = time.perf_counter()
         with torch.inference_mode():
             if steady:
-                logits = self._regions(("ar_draft", 1, dtype, ids.device), ids.device, *args)[0, -1]
+                logits = self._regions(("ar_draft", 1), self._thread_local().context, ids.device, *args)[0, -1]
             else:
                 logits = self._call(*args)[0, -1]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        seconds = time.perf_counter() - start
-        if first:
-            self._record(("ar_draft", 1), seconds)
-        return logits, seconds
+        return logits, time.perf_counter() - start
 
 
 class _StaticEditState:
@@ -229,7 +236,7 @@ class _StaticEditState:
         self.passes: list[int] = []
 
 
-class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
+class StaticBlockEditDrafter(_CompileTimes, BlockEditDrafter):
     """:class:`~spec_lib.drafters.block_edit.BlockEditDrafter` with static context buffers.
 
     Args:
@@ -254,7 +261,6 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
         self.bucket = bucket
         self.compiled, self.mode = compile, mode
         self._regions = CompiledRegions(self._pass, mode, skip_guards) if compile else None
-        self._init_shapes()
 
     def _new_state(self) -> _StaticEditState:
         if self.network.training:
@@ -269,6 +275,8 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
             shape = (1, heads, self.max_context, self.network.layers[0].self_attn.head_dim)
             kv = [(parameter.new_zeros(shape), parameter.new_zeros(shape)) for _ in self.network.layers]
             local.context_buffers, local.context_key = kv, key
+        if self._regions is not None:
+            local.context = key + (model_signature(self.network, self.target.lm),)
         return _StaticEditState(kv)
 
     def _extend_context(self, state: _StaticEditState, anchor_position: int) -> None:
@@ -318,9 +326,8 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
             mask = to_additive(visible, dtype)[None, None]
             shape = ("dedit", width, k)
             for step in range(self.passes):
-                first = self.compiled and shape not in self.compile_seconds
                 if self.compiled:
-                    logits, proposal = self._regions(shape + (dtype, prefix.device), prefix.device,
+                    logits, proposal = self._regions(shape, self._thread_local().context, prefix.device,
                                                      block, positions, mask, context_kv)
                 else:
                     logits, proposal = self._pass(block, positions, mask, context_kv)
@@ -331,8 +338,6 @@ class StaticBlockEditDrafter(_ShapeTimes, BlockEditDrafter):
                 if logits.is_cuda:
                     torch.cuda.synchronize(logits.device)
                 now = time.perf_counter()
-                if first:
-                    self._record(shape, now - start)
                 seconds.append(now - start)
                 rows.append(k + 1 + (state.rows - before if step == 0 else 0))
                 start = now

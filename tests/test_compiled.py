@@ -10,13 +10,16 @@ compiled tests are kept small: each distinct call shape costs one inductor compi
 from __future__ import annotations
 
 import copy
+import gc
 import threading
+import time
 
 import pytest
 import torch
 
 from spec_lib import decode
-from spec_lib.compiled import StaticDualModeLM, warm_up
+from spec_lib.models import DualModeLM
+from spec_lib.compiled import MaskStrips, StaticDualModeLM, _GuardStance, skipped_guards, warm_up
 
 from .conftest import MASK_ID, as_dual, prompts
 from .test_lossless_greedy import MAX_NEW, references
@@ -182,3 +185,148 @@ def test_a_users_compiler_stance_is_left_alone(trained_hf_model):
                 == expected
             assert _stance().stance == "force_eager" and not _stance().skip_guard_eval_unsafe
     assert _stance().stance == "default"
+
+
+@pytest.mark.slow
+def test_a_decode_inside_skipped_guards_compiles_its_new_shapes(trained_hf_model):
+    """A user's ``skipped_guards()`` block around a decode that meets shapes not compiled yet:
+    the decode compiles them (the stance taken back while it does) instead of waiting on its
+    own block, gives generate's tokens, and the stance is back to default afterwards.  The
+    decode runs in a thread with a timeout, so a deadlock fails the test instead of hanging."""
+    model = as_static(trained_hf_model, max_cache_len=64, compile=True)
+    prompt, eos, expected = references(model.hf_model, prompts(1, seed=47, chain=trained_hf_model.chain))[0]
+    out = []
+
+    def work():
+        with skipped_guards():
+            for _ in range(2):                   # the second decode runs the warm graphs under the block
+                out.append(decode(model, prompt, schedule="packed", width=3, max_new_tokens=MAX_NEW,
+                                  eos_token_id=eos).tokens)
+            out.append(_stance().skip_guard_eval_unsafe)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout=600)
+    assert not thread.is_alive(), "the decode inside skipped_guards() waits on its own block"
+    assert out == [expected, expected, True] and model.graphs == 1          # packed: one steady shape
+    assert not _stance().skip_guard_eval_unsafe and _stance().stance == "default"
+
+
+@pytest.mark.slow
+def test_a_partial_cast_between_decodes_gets_its_own_graph(trained_hf_model):
+    """One norm cast to float32 after the float64 graphs are warm: with guards skipped the
+    warm graph would still run (it did, giving other tokens), so the model's signature is part
+    of the region key and the cast model gets a graph of its own, with the eager path's tokens;
+    casting back reuses the first graph."""
+    model = as_static(trained_hf_model, max_cache_len=64, compile=True)
+    prompt, eos, expected = references(model.hf_model, prompts(1, seed=53, chain=trained_hf_model.chain))[0]
+    run = lambda m: decode(m, prompt, schedule="ar", width=1, max_new_tokens=MAX_NEW, eos_token_id=eos).tokens  # noqa: E731
+    assert run(model) == expected and model.graphs == 1
+    model.hf_model.model.norm.to(torch.float32)
+    assert run(model) == run(DualModeLM(copy.deepcopy(model.hf_model), mask_token_id=MASK_ID)) and model.graphs == 2
+    model.hf_model.model.norm.to(torch.float64)
+    assert run(model) == expected and model.graphs == 2
+
+
+def test_a_stance_set_inside_a_block_outlives_it():
+    """The block takes its stance back only while it is still the one it set: a stance the user
+    sets inside the block (function form, no restore) is still there after the block."""
+    try:
+        with skipped_guards():
+            assert _stance().skip_guard_eval_unsafe
+            torch.compiler.set_stance("force_eager")
+        assert _stance().stance == "force_eager"
+    finally:
+        torch.compiler.set_stance("default")
+    with skipped_guards():
+        pass
+    assert _stance().stance == "default" and not _stance().skip_guard_eval_unsafe
+
+
+def test_guard_stance_prefers_compiles_and_names_a_two_block_deadlock():
+    """The readers-writer stance on its own (no compile): a waiting compile holds back a new
+    skipping block (no starvation), and two threads inside blocks that both need to compile get
+    a clear error instead of waiting on each other forever."""
+    stance = _GuardStance()
+    order, errors = [], []
+    in_block, release = threading.Event(), threading.Event()
+
+    def holder():                              # a user's block that later needs a compile
+        with stance.skipping():
+            in_block.set()
+            release.wait(10)
+            try:
+                with stance.compiling():
+                    order.append("holder compiles")
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+    def compiler():
+        with stance.compiling():
+            order.append("compiler")
+
+    def reader():
+        with stance.skipping():
+            order.append("reader")
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert in_block.wait(10)
+    waiting = threading.Thread(target=compiler)
+    waiting.start()
+    while stance._waiting == 0:
+        time.sleep(0.01)
+    late = threading.Thread(target=reader)
+    late.start()
+    time.sleep(0.2)
+    assert order == []                         # both wait for the holder's block
+    release.set()
+    for t in (first, waiting, late):
+        t.join(10)
+    assert order == ["holder compiles", "compiler", "reader"] and not errors, (order, errors)
+
+    # two holders: the second to need a compile gets the error, the first compiles once it can
+    stance, errors, order = _GuardStance(), [], []
+    a_in, b_in, go = threading.Event(), threading.Event(), threading.Event()
+
+    def holder_a():
+        with stance.skipping():
+            a_in.set()
+            with stance.compiling():         # waits for b's block
+                order.append("a compiles")
+
+    def holder_b():
+        with stance.skipping():
+            b_in.set()
+            go.wait(10)
+            try:
+                with stance.compiling():
+                    order.append("b compiles")
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+    b = threading.Thread(target=holder_b)
+    b.start()
+    assert b_in.wait(10)
+    a = threading.Thread(target=holder_a)
+    a.start()
+    assert a_in.wait(10)
+    while stance._held == 0:
+        time.sleep(0.01)
+    go.set()
+    a.join(10)
+    b.join(10)
+    assert not a.is_alive() and not b.is_alive()
+    assert order == ["a compiles"] and len(errors) == 1 and "warm the shapes up first" in errors[0]
+    assert _stance().stance == "default" and not _stance().skip_guard_eval_unsafe
+
+
+def test_mask_strips_are_dropped_with_their_blocks():
+    strips = MaskStrips(16)
+    block = torch.zeros(3, 3)
+    mask = strips.mask(block, 4)
+    assert mask.shape == (1, 1, 3, 16) and len(strips) == 1
+    assert (mask[0, 0, :, :4] == 0).all() and (mask[0, 0, :, 7:] < -1e30).all()
+    del block
+    gc.collect()
+    assert len(strips) == 0

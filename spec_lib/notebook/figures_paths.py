@@ -59,3 +59,47 @@ def block_probe_by_path(probe: pd.DataFrame, n_prompts: int):
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
+
+
+def regime_by_path(costs: pd.DataFrame, block: int):
+    """Seed 000's cost model on each execution path: the predicted Packed/Linear throughput
+    over tau/delta (Sec. 1; a curve per path at that path's measured tokens/NFE ratio, with
+    Table 2's B and 2B rows per call), each path's fitted tau/delta with the observed ratio and
+    the one predicted from its calls' own rows (a shorter last draft has fewer), and the paper's A100
+    calibration (App. F.2).  A path that lowers tau more than delta moves this machine left,
+    where Packed-SS's doubled rows cost relatively more."""
+    from ..studies import costmodel
+
+    a100 = costmodel.paper_a100_tau_delta()["tau_over_delta"]
+    x = np.logspace(0, 3.5, 200)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    for j, row in enumerate(costs.itertuples()):
+        color = plt.cm.tab10(j)
+        ax.plot(x, costmodel.throughput_ratio(x, row.tokens_per_nfe_ratio, block), color=color, lw=1.5,
+                label=f"{row.path}: Table 2's B and 2B rows per call, tokens/NFE ratio {row.tokens_per_nfe_ratio:.2f}")
+        ax.plot([row.tau_over_delta], [row.predicted_throughput_ratio], "o", color=color, mfc="white", ms=8)
+        ax.plot([row.tau_over_delta], [row.observed_throughput_ratio], "o", color=color, mec="black", ms=8,
+                label=f"{row.path}: tau/delta = {row.tau_over_delta:.0f} rows, observed "
+                      f"{row.observed_throughput_ratio:.2f}x (hollow: predicted from the calls' own rows)")
+    ax.axvline(a100, color="gray", ls=":", lw=1.5, label=f"paper's A100 (App. F.2): tau/delta = {a100:.0f}")
+    ax.axhline(1.0, color="black", ls="--", lw=1)
+    ax.set(xscale="log", xlabel="tau / delta (rows)", ylabel="throughput Packed-SS / Linear-SS",
+           title=f"regime map on each execution path, B = {block}")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def regime_map_by_path(fits: dict, block: int = 32):
+    """Notebook 01's regime map (:func:`spec_lib.notebook.figures_proofs.regime_map`, drawn at
+    the first path's tau/delta) with every further path's fitted tau/delta marked too."""
+    from .figures_proofs import regime_map
+
+    paths = list(fits)
+    fig = regime_map(fits[paths[0]], block=block)
+    ax = fig.axes[0]
+    for j, path in enumerate(paths[1:]):
+        x = fits[path]["tau"] / fits[path]["delta"]
+        ax.axvline(x, color=plt.cm.Dark2(j + 3), lw=2, ls="--", label=f"this CPU, {path} path: tau/delta = {x:.0f} rows")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig

@@ -13,25 +13,28 @@ from __future__ import annotations
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .. import masks
 from . import bench
 
 __all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "path_method", "run_paths", "on_path",
-           "per_path_costs", "path_ratios", "best_blocks_by_path", "compile_seconds"]
+           "per_path_costs", "path_ratios", "best_blocks_by_path", "shape_names", "compile_seconds"]
 
 #: the execution paths, the eager one first (its method names carry no suffix)
 PATHS = ("eager", "compiled")
 
-#: rows of a schedule's widest steady-state call at width W (seed 000, Table 2: Linear-SS
-#: W + 1 per call, Packed-SS 2(W + 1), Quadratic-SS (W + 1)(W + 2); AR one row)
-_ROWS = {"ar": lambda w: 1, "linear": lambda w: w + 1, "packed": lambda w: 2 * (w + 1),
-         "quadratic": lambda w: (w + 1) * (w + 2)}
-
-
 def call_rows(method: bench.Method) -> int:
-    """Rows of ``method``'s widest steady-state call."""
-    if method.schedule not in _ROWS:
-        raise ValueError(f"the compiled path runs the schedules {sorted(_ROWS)}, got {method.schedule!r}")
-    return _ROWS[method.schedule](method.width)
+    """Rows of ``method``'s widest steady-state call, at most (its calls' kinds at ``m`` = 0 or
+    ``width`` drafts, from the call-kind registry: seed 000, Table 2's Linear-SS W + 1 per call,
+    Packed-SS 2(W + 1), Quadratic-SS (W + 1)(W + 2))."""
+    from ..schedules import SCHEDULE_SPECS
+
+    spec = SCHEDULE_SPECS.get(method.schedule)
+    if spec is None or spec.drafter is not None:
+        runs = sorted(name for name, s in SCHEDULE_SPECS.items() if s.drafter is None)
+        raise ValueError(f"the compiled path runs the schedules {runs}, got {method.schedule!r}")
+    w = method.width
+    drafts = (0, w) if spec.reach(w) else (0,)          # a schedule reaching no further (AR) drafts nothing
+    return max(masks.call_kind(kind).rows(0, m, w) for kind in spec.calls for m in drafts)
 
 
 def compiled_twin(model, prompts: dict[str, list[list[int]]], methods: list[bench.Method],
@@ -44,7 +47,13 @@ def compiled_twin(model, prompts: dict[str, list[list[int]]], methods: list[benc
     rows = max(call_rows(m) for m in methods)
     longest = max(len(p) for items in prompts.values() for p in items)
     cap = max(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else max_new_tokens
-    return StaticDualModeLM(model.hf_model, model.mask_token_id, max_cache_len=longest + cap + rows + 1, compile=True)
+    slots = longest + cap + rows + 1
+    if model.max_positions is not None and slots > model.max_positions:
+        raise ValueError(f"the compiled path needs {slots} cache slots (longest prompt {longest} + max_new_tokens "
+                         f"{cap} + {rows} rows of the widest call + 1), more than the model's "
+                         f"max_position_embeddings ({model.max_positions}): use shorter prompts, a smaller "
+                         f"max_new_tokens or narrower widths")
+    return StaticDualModeLM(model.hf_model, model.mask_token_id, max_cache_len=slots, compile=True)
 
 
 def execution_paths(model, compiled: bool, prompts: dict[str, list[list[int]]], methods: list[bench.Method],
@@ -148,8 +157,13 @@ def path_ratios(runs: pd.DataFrame, method: str, baseline: str, n_resamples: int
     return pd.concat(parts, ignore_index=True)
 
 
+def shape_names(seconds: dict[tuple, float]) -> dict[str, float]:
+    """``{"<call kind>:<rows>": seconds}`` of compile times keyed by shape tuples."""
+    return {":".join(map(str, shape)): s for shape, s in seconds.items()}
+
+
 def compile_seconds(models: dict) -> dict[str, float]:
-    """``{"<call kind>:<rows>": seconds}`` of the compiled path's first (compiling) calls; empty
+    """``{"<call kind>:<rows>": seconds}`` of the compiled path's compiling calls; empty
     without one."""
     compiled = models.get(PATHS[1])
-    return {} if compiled is None else {f"{kind}:{rows}": s for (kind, rows), s in compiled.compile_seconds.items()}
+    return {} if compiled is None else shape_names(compiled.compile_seconds)
