@@ -19,7 +19,7 @@ import torch
 
 from spec_lib import decode
 from spec_lib.models import DualModeLM
-from spec_lib.compiled import MaskStrips, StaticDualModeLM, _GuardStance, skipped_guards, warm_up
+from spec_lib.compiled import CompiledRegions, MaskStrips, StaticDualModeLM, _GuardStance, skipped_guards, warm_up
 
 from .conftest import MASK_ID, as_dual, prompts
 from .test_lossless_greedy import MAX_NEW, references
@@ -330,3 +330,19 @@ def test_mask_strips_are_dropped_with_their_blocks():
     del block
     gc.collect()
     assert len(strips) == 0
+
+
+@pytest.mark.slow
+def test_a_warm_region_that_dynamo_refuses_falls_back_to_a_guarded_call():
+    """A caller whose key misses a difference (here a float64 tensor under a key warmed with
+    float32): under the stance dynamo refuses the region's graph, and the call compiles a second
+    one instead of raising; the result is right and the compile time is counted again."""
+    regions = CompiledRegions(lambda x: x * 2 + 1)
+    cpu = torch.device("cpu")
+    assert regions(("s",), (), cpu, torch.ones(3)).tolist() == [3.0] * 3
+    assert regions(("s",), (), cpu, torch.ones(3)).tolist() == [3.0] * 3      # warm: guards skipped
+    first = regions.compile_seconds[("s",)]
+    out = regions(("s",), (), cpu, torch.ones(3, dtype=torch.float64))
+    assert out.dtype == torch.float64 and out.tolist() == [3.0] * 3
+    assert regions.compile_seconds[("s",)] > first and len(regions) == 1
+    assert not _stance().skip_guard_eval_unsafe
