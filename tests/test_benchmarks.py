@@ -97,3 +97,13 @@ def test_dflash_peer_runner_imports_nothing_from_the_project():
     """The peer side runs in the throwaway environment, where spec_lib is not installed."""
     source = (BENCHMARKS / "dflash_peer_run.py").read_text()
     assert "spec_lib" not in source.split('"""', 2)[2]
+
+
+def test_compiled_end_to_end_refuses_bad_arguments():
+    """benchmarks/compiled_end_to_end.py names a bad argument before it loads or trains anything."""
+    e2e = load("compiled_end_to_end")
+    assert e2e.parse(["--per-slice", "2", "--passes", "4"]).passes == 4
+    for argv in (["--per-slice", "0"], ["--new-tokens", "0"], ["--passes", "0"], ["--n-resamples", "0"],
+                 ["--max-prompt-tokens", "0"], ["--preset", "huge"]):
+        with pytest.raises(SystemExit):
+            e2e.parse(argv)

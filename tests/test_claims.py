@@ -742,3 +742,21 @@ def test_dflash_peer_benchmark():
     assert abs(tau["ours_after_first_round"] - tau["peer_after_first_round"]) < 0.15
     ours, peer = report["tokens_per_second"]["ours_deer"], report["tokens_per_second"]["peer_dflash"]
     assert ours[2] < peer[1], (ours, peer)
+
+
+def test_compiled_end_to_end_benchmark():
+    """README, *Compiled drafters* (end to end): benchmarks/results/compiled_end_to_end_cpu.json,
+    written by ``benchmarks/compiled_end_to_end.py --per-slice 12`` from the code as it is (code
+    key checked), with the trained DEdit drafters (drafter key checked).  Measured: 144/144
+    responses identical to AR; the compiled drafter over the eager one 1.06-1.07x (DFlash P1)
+    and 1.17-1.19x (DEdit P3) per slice, every CI above 1.  Asserted: identity, and each compiled
+    drafter's CI low end above 1 on every slice."""
+    from spec_lib.training.block_drafters import drafter_key
+
+    report = benchmark_report("compiled_end_to_end_cpu", ["spec_lib.compiled_drafters", "spec_lib.drafters",
+                              "spec_lib.schedules", "spec_lib.studies.bench"], "benchmarks/compiled_end_to_end.py")
+    assert report["drafter_key"] == drafter_key("cpu")
+    assert report["identical"] == report["responses"] == 144
+    for label in ("dflash P1", "dedit P3"):
+        for per_slice in report["ratios"][f"{label} (compiled) / {label}"].values():
+            assert per_slice[1] > 1.0, (label, per_slice)
