@@ -27,7 +27,7 @@ from spec_lib import decode
 from spec_lib.compiled_drafters import StaticBlockEditDrafter
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
-from spec_lib.studies import bench
+from spec_lib.studies import bench, compiled_path
 from spec_lib.training.block_drafters import DEDIT_PRESETS, drafter_key, load_block_drafters
 
 SLICES = ("code", "stdlib", "math")
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
               "drafter_key": drafter_key(args.preset), "args": vars(args), "torch": torch.__version__,
               "torch_threads": torch.get_num_threads(), "width": width, "prompts": bench.prompt_counts(prompts),
               "warm_up_seconds": warm_seconds,
-              "compile_seconds": {label: {":".join(map(str, k)): s for k, s in d.compile_seconds.items()}
+              "compile_seconds": {label: compiled_path.shape_names(d.compile_seconds)
                                   for label, d in drafters.items() if label.endswith("(compiled)")},
               "identical": int(identity["identical"].sum()), "responses": int(identity["responses"].sum()),
               "tokens_per_s": (totals["tokens"] / totals["wall"]).to_dict(),
