@@ -7,6 +7,7 @@ PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 STAMP   := $(VENV)/.installed
 LAB     := $(VENV)/.lab-installed
+DASKCFG := $(VENV)/etc/dask/spec_lib.yaml
 # The git clean filter of *.ipynb (.gitattributes): outputs, execution counts and the metadata that
 # JupyterLab and papermill add are stripped; cell ids are kept (tests/test_notebooks.py reads this line).
 NBSTRIPOUT := -m nbstripout --keep-id --extra-keys "metadata.language_info.codemirror_mode metadata.language_info.file_extension metadata.language_info.mimetype metadata.language_info.nbconvert_exporter metadata.language_info.pygments_lexer metadata.language_info.version metadata.papermill metadata.widgets cell.metadata.papermill cell.metadata.execution"
@@ -34,16 +35,21 @@ $(STAMP): pyproject.toml requirements.txt
 		git config filter.nbstripout.smudge cat && git config filter.nbstripout.required true; fi
 	touch $(STAMP)
 
-reproduce: $(STAMP)
+# The project's Dask configuration (config/dask.yaml: why), where Dask reads it in this environment.
+$(DASKCFG): config/dask.yaml $(STAMP)
+	mkdir -p $(dir $@)
+	cp config/dask.yaml $@
+
+reproduce: $(STAMP) $(DASKCFG)
 	$(PY) -m spec_lib.run --profile $(PROFILE)
 
-test: $(STAMP)
+test: $(STAMP) $(DASKCFG)
 	$(PY) -m pytest
 
-benchmark: $(STAMP)
+benchmark: $(STAMP) $(DASKCFG)
 	$(PY) benchmarks/decode_overhead.py
 
-$(LAB): $(STAMP) requirements-lab.txt
+$(LAB): $(STAMP) $(DASKCFG) requirements-lab.txt
 	$(PY) -m pip install --quiet -r requirements-lab.txt
 	touch $(LAB)
 

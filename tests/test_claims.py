@@ -619,17 +619,18 @@ def test_compiled_drafters_benchmark():
 
 def test_fanout_benchmark():
     """README, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
-    ``benchmarks/fanout_speed.py --profile cpu`` from the code as it is (code key checked).
-    Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), serial 2181 s, fanned out
-    over 2 local workers 1699 s, ratio 0.78 (the issue's target, 0.70, is not met on this
+    ``benchmarks/fanout_speed.py --profile cpu`` from the code as it is (code key checked), with
+    the workers started under ``config/dask.yaml`` (Dask's malloc trim threshold unset).
+    Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), serial 412 s, fanned out
+    over 2 local workers 299 s, ratio 0.73 (the issue's target, 0.70, is not met on this
     2-core machine and the README says so); 1424 of 1424 responses identical (tokens, NFE,
-    accepted counts).  Asserted: every response identical, and the fanned-out grid faster than
-    the serial one with room for the run-to-run spread of a single repeat (ratio < 0.9)."""
+    accepted counts).  Asserted: every response identical, and the ratio below 0.76, which the
+    run with Dask's trim threshold (0.78) would fail."""
     report = benchmark_report("fanout_cpu", ["spec_lib.studies.bench", "spec_lib.studies.fanout"],
                               "benchmarks/fanout_speed.py --profile cpu", key="code")
     assert report["profile"] == "cpu" and report["workers"] == 2 and report["responses"] == 1424, report
     assert report["identical_responses"] == report["responses"] and not report["differing"], report["differing"]
-    assert report["ratio_of_medians"] < 0.9, report["ratio_of_medians"]
+    assert report["ratio_of_medians"] < 0.76, report["ratio_of_medians"]
     assert report["meets_target"] == (report["ratio_of_medians"] <= report["target"])
 
 
