@@ -119,8 +119,8 @@ def test_01_cost_model_describes_calls_and_iterations():
 
 
 def test_01_the_compiled_path_cuts_tau_more_than_delta():
-    """README, `01`: on the compiled path tau 2.04 -> 1.15 ms (CIs apart) while delta 0.043 ->
-    0.037 ms per row, so tau/delta 47 -> 31 rows; both fits R^2 >= 0.99.  Asserted: the fits
+    """README, `01`: on the compiled path tau 2.32 -> 1.23 ms (CIs apart) while delta 0.051 ->
+    0.039 ms per row, so tau/delta 45 -> 31 rows; both fits R^2 >= 0.99.  Asserted: the fits
     linear (R^2 >= 0.98), the compiled tau's CI entirely below the eager one's, tau/delta lower
     by at least a fifth."""
     fits = {r["path"]: r for r in metrics("01_cost_model_and_layouts")["cost_fit_by_path"]}
@@ -192,18 +192,44 @@ def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
 
 
 def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
+    """README, `11`: every greedy output of both paths equals AR's but four, all at
+    finite-precision ties (2 eager, 2 compiled, gaps <= 1.9e-6); Packed-SS's tokens/NFE gain over
+    Linear-SS (1.22-1.61x, CI low ends 1.18-1.59) against its 1.34-1.36x time per NFE makes it
+    faster on code (1.04x [1.01, 1.07]) and math (1.18x) and slower on packages and stdlib (0.91x)."""
     m = metrics("11_packed_ss_greedy")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] >= 1000
+    e = m["exactness"]
+    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 2492 and e["divergences"] <= 4, e
     for name in ("code", "packages", "stdlib", "math"):
         r = row("11_packed_ss_greedy", "ratios_to_linear", slice=name, method="packed B=32")
-        assert r["tokens_per_nfe_ratio_low"] > 1.15, (name, r["tokens_per_nfe_ratio_low"])   # measured 1.16-1.89
+        assert r["tokens_per_nfe_ratio_low"] > 1.15, (name, r["tokens_per_nfe_ratio_low"])   # measured 1.18-1.59
         # Each Packed call holds twice Linear's block rows: at this tau/delta it costs 1.2-1.6x.
         assert 1.2 <= r["time_per_nfe_ratio"] <= 1.6, (name, r["time_per_nfe_ratio"])
-        # README: below Linear's throughput where Linear accepts 4-5 tokens per iteration, above it on math.
-        if name == "math":
+        if name in ("code", "math"):
             assert r["throughput_ratio_low"] > 1.0, (name, r["throughput_ratio_low"])
         else:
             assert r["throughput_ratio_high"] < 1.0, (name, r["throughput_ratio_high"])
+
+
+def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
+    """README, `11` (the compiled path): every method faster compiled (CI low ends >= 1.10);
+    tau timed independently 2.39 -> 1.06 ms, tau/delta 49 -> 28 rows; Packed-SS over Linear-SS
+    lower on every slice compiled (each compiled CI entirely below the eager one), as the cost
+    model fitted on each path's own calls predicts (within 0.5%)."""
+    m = metrics("11_packed_ss_greedy")
+    ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
+    faster = [r for (comparison, _, _), r in ratios.items() if comparison == "compiled / eager"]
+    assert len(faster) == 16 and all(r["throughput_ratio_low"] > 1.1 for r in faster)
+    vs = "packed B=32 / linear B=32"
+    for name in ("code", "packages", "stdlib", "math"):
+        assert ratios[(vs, name, "packed B=32 (compiled)")]["throughput_ratio_high"] \
+            < ratios[(vs, name, "packed B=32")]["throughput_ratio_low"], name
+    calibration = {r["path"]: r for r in m["calibration_by_path"]}
+    assert calibration["compiled"]["tau_ms"] < 0.6 * calibration["eager"]["tau_ms"]
+    assert calibration["compiled"]["tau_over_delta"] < 0.7 * calibration["eager"]["tau_over_delta"]
+    costs = {r["path"]: r for r in m["cost_model_by_path"]}
+    assert costs["eager"]["predicted_throughput_ratio"] > 1.0 > costs["compiled"]["predicted_throughput_ratio"]
+    assert all(abs(r["relative_error"]) <= 0.005 for r in costs.values())
+    assert set(m["compile_seconds"]) == {"verify:1", "verify:32", "linear_draft:32", "quadratic:72", "packed:64"}
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
@@ -239,8 +265,8 @@ def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
 
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
-    """README, `14`: Packed-SS's model time 0.85 of Linear-SS's, its non-model time 1.04x;
-    non-model time 4.9-6.9% of wall on the eager path, 6.4-9.2% on the compiled one."""
+    """README, `14`: Packed-SS's model time 0.86 of Linear-SS's, its non-model time 1.01x;
+    non-model time 4.8-7.2% of wall on the eager path, 6.3-9.1% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
@@ -250,13 +276,13 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
 
 
 def test_14_the_compiled_path_halves_tau_and_turns_packed_against_linear():
-    """README, `14`: every method faster compiled (linear 1.35-1.39x, packed 1.16-1.20x,
-    quadratic 1.16-1.19x, ar 1.75-1.76x); tau 2.51 -> 1.22 ms while delta 0.0327 -> 0.0398 ms/row,
-    so tau/delta 77 -> 31 rows; Packed-SS over Linear-SS goes from 1.00x [0.96, 1.04] (stdlib) and
-    1.23x (math) to 0.86x [0.83, 0.89] and 1.05x [1.04, 1.07], as the cost model fitted on each
+    """README, `14`: every method faster compiled (linear 1.35-1.38x, packed 1.14-1.17x,
+    quadratic 1.13-1.17x, ar 1.78-1.81x); tau 2.95 -> 1.28 ms while delta 0.044 -> 0.056 ms/row,
+    so tau/delta 67 -> 23 rows; Packed-SS over Linear-SS goes from 0.98x [0.94, 1.02] (stdlib) and
+    1.21x (math) to 0.83x [0.80, 0.86] and 1.02x [1.00, 1.04], as the cost model fitted on each
     path's own calls predicts (within 0.5%); compiled AR is then faster than every speculative
-    schedule at these block sizes on stdlib (on math Packed-SS edges past it: 988 against 956
-    tokens/s), and on the equal-weight mean over both slices; 672 greedy outputs identical to AR."""
+    schedule at these block sizes on both slices, and on the equal-weight mean; 672 greedy
+    outputs identical to AR."""
     m = metrics("14_timing_decomposition")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 672
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["ratios"]}
@@ -375,24 +401,21 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
 
 
 def test_13_at_their_best_block_sizes_packed_and_quadratic_lead_and_the_cost_model_agrees():
-    """README, `13` (eager path): best B Linear 8, Packed 8, Quadratic 4; Packed-SS and
-    Quadratic-SS tie at the top (684.4 and 683.0 tokens/s), Linear-SS about 5% behind; Packed over
-    Linear at B = 8 is 1.09x [1.03, 1.15] on code and not resolved on stdlib; the cost model
-    fitted on the run's own calls predicts within 0.2%, the independent calibration over-predicts
-    by 3.2-3.8% (tolerance: within 1% and within (-6%, 0))."""
+    """README, `13` (eager path): best B Linear 8, Packed 8, Quadratic 2; Quadratic-SS and
+    Packed-SS within 2% at the top (614.7 and 605.5 tokens/s), Linear-SS about 5% behind; Packed
+    over Linear at B = 8 is 1.07x [1.02, 1.13] on code and not resolved on stdlib; the cost model
+    fitted on the run's own calls predicts within 0.4%, the independent calibration within 3.6%
+    (Packed) and 6.6% (Quadratic B = 2) (tolerance: within 1% and within 7%)."""
     m = metrics("13_block_size_probe")
-    assert m["best_block"] == {"linear": 8, "packed": 8, "quadratic": 4}
+    assert m["best_block"] == {"linear": 8, "packed": 8, "quadratic": 2}
     best = m["best_throughput"]
-    assert abs(best["packed"] / best["quadratic"] - 1) < 0.01 and best["linear"] < 0.97 * best["packed"], best
+    assert abs(best["packed"] / best["quadratic"] - 1) < 0.02 and best["linear"] < 0.97 * best["packed"], best
     vs = {r["slice"]: r for r in m["packed_vs_linear_at_best"]}
     assert vs["code"]["throughput_ratio_low"] > 1.0
     assert vs["stdlib"]["throughput_ratio_low"] < 1.0 < vs["stdlib"]["throughput_ratio_high"]
     assert all(r["tokens_per_nfe_ratio_low"] > 1.1 for r in vs.values())
     for r in m["cost_model_at_best"]:
-        if r["tau_delta_from"] == "own calls":
-            assert abs(r["relative_error"]) <= 0.01, r
-        else:
-            assert -0.06 <= r["relative_error"] < 0, r
+        assert abs(r["relative_error"]) <= (0.01 if r["tau_delta_from"] == "own calls" else 0.07), r
 
 
 def test_13_every_schedule_beats_ar_at_its_best_block_size():
@@ -404,24 +427,25 @@ def test_13_every_schedule_beats_ar_at_its_best_block_size():
             assert r["throughput_ratio_low"] > 1.0, r
 
 
-def test_13_the_compiled_path_shrinks_the_best_block_sizes():
-    """README, `13`: on the compiled path the best B of Quadratic-SS halves (4 -> 2: 1,179
-    against 1,048 tokens/s at B = 4), Packed-SS ties between B = 4 and 8 (1,057 and 1,061; the
-    previous run had B = 4 ahead by 1%), Linear-SS stays at 8; only Quadratic-SS at B = 2 still
-    beats the compiled AR on both slices (1.11x [1.04, 1.17] and 1.14x [1.10, 1.18]); 1,104
-    greedy outputs identical to AR.  Asserted: Quadratic's best B below its eager one, Packed's
-    and Linear's not above theirs, Packed's best two block sizes within 2% (the tie, so the
-    assertion does not hang on which of them a rerun puts first)."""
+def test_13_compiling_helps_small_blocks_most():
+    """README, `13`: on the compiled path (every shape compiled before timing) the compiled/eager
+    throughput gain falls with B for every schedule (Linear-SS 1.83x at B = 4 to 1.49x at 32,
+    Packed-SS 1.66x to 1.30x, Quadratic-SS 1.76x at 2 to 1.30x at 8), so no best B grows (Packed-SS
+    8 -> 4, 1.7% apart; Linear-SS ties between 4 and 8); only Quadratic-SS at B = 2 beats the
+    compiled AR on both slices (1.09x [1.02, 1.15] and 1.12x [1.08, 1.16]); 1,104 greedy outputs
+    identical to AR."""
     m = metrics("13_block_size_probe")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 1104
+    throughput = {(r["path"], r["method"]): r for r in m["probe_by_path"]}
+    for schedule in ("linear", "packed", "quadratic"):
+        eager_rows = sorted((r for r in m["probe_by_path"] if r["path"] == "eager" and r["schedule"] == schedule),
+                            key=lambda r: r["B"])
+        gains = [throughput[("compiled", r["method"])]["throughput"] / r["throughput"] for r in eager_rows]
+        assert all(a > b for a, b in zip(gains, gains[1:])), (schedule, gains)
     rows = [r for r in m["speedups_by_path"] if r["path"] == "compiled"]
     best = {r["method"].split()[0]: r["B"] for r in rows}
     eager = m["best_block"]
-    assert best["quadratic"] < eager["quadratic"] and best["packed"] <= eager["packed"], (best, eager)
-    assert best["linear"] <= eager["linear"], (best, eager)
-    packed = sorted((r["throughput"] for r in m["probe_by_path"]
-                     if r["path"] == "compiled" and r["schedule"] == "packed"), reverse=True)
-    assert packed[1] > 0.98 * packed[0], packed
+    assert all(best[s] <= eager[s] for s in eager), (best, eager)
     for r in rows:
         if r["method"].startswith("quadratic"):
             assert r["throughput_ratio_low"] > 1.0, r
@@ -429,16 +453,43 @@ def test_13_the_compiled_path_shrinks_the_best_block_sizes():
             assert r["throughput_ratio_low"] < 1.0, r
 
 
-def test_21_deer_is_lossless_and_the_ar_drafter_beats_it_at_this_scale():
+def test_21_deer_is_lossless_and_neither_drafter_beats_ar_at_this_scale():
+    """README, `21` (this machine's weights): 224 greedy outputs identical; DEER's tau below the
+    AR drafter's at every k; at T = 0 DEER 0.73-0.86x AR (math CI entirely below 1), the AR drafter
+    0.93-1.06x (no CI above 1); at T = 0.6 both below 0.5x; the peer 1.23x [1.22, 1.25]; batched
+    outputs equal batch 1 and AR's batched throughput grows past DEER's."""
     m = metrics("21_deer_decoding")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] >= 200
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 224
     assert all(r["same"] == r["responses"] for r in m["batch_identity"])
-    assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.0
-    assert m["ar_draft_speedup_code_t0"] > 1.0 > m["deer_speedup_code_t0"]
+    assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.15
     assert not any(m["deer_tau_above_ar_drafter_k_ge_8"].values())
+    greedy = [r for r in m["main"] if r["temperature"] == 0.0 and r["method"] != "ar"]
+    assert len(greedy) == 6 and all(r["speedup"] < 1.1 and r["speedup_low"] < 1.0 for r in greedy)
+    assert row("21_deer_decoding", "main", temperature=0.0, slice="math", method="deer k=8")["speedup_high"] < 1.0
     sampled = [r for r in m["main"] if r["temperature"] > 0 and r["method"] != "ar"]
-    assert sampled and all(r["speedup_high"] < 1.0 for r in sampled)         # README: at T = 0.6 both lose to AR
+    assert sampled and all(r["speedup_high"] < 0.5 for r in sampled)         # README: at T = 0.6 both lose to AR
     assert all(r["resurgence"] for r in m["resurgence"])
+    batch = {r["batch"]: r for r in m["batch_throughput"]}
+    assert batch[16]["ar"] > 3 * batch[16]["deer"] and batch[1]["ar"] < 1.2 * batch[1]["deer"]
+
+
+def test_21_compiling_speeds_ar_more_than_deer():
+    """README, `21` (the compiled path): 560 outputs of both paths identical to AR; every method
+    faster compiled, AR most (1.86-1.87x; the AR drafter 1.58-1.63x, DEER 1.45-1.59x: AR's CI
+    above both drafters' on every slice), so DEER over AR drops on every slice and its compiled CI
+    lies below 1 everywhere (0.76x [0.67, 0.87] on code)."""
+    m = metrics("21_deer_decoding")
+    e = m["path_exactness"]
+    assert e["ok"] and e["identical"] == e["responses"] == 560
+    ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
+    for name in ("code", "stdlib", "math"):
+        ar = ratios[("compiled / eager", name, "ar (compiled)")]
+        for drafter in ("deer k=8 (compiled)", "ar_draft k=8 (compiled)"):
+            gain = ratios[("compiled / eager", name, drafter)]
+            assert 1.3 < gain["throughput_ratio_low"] and gain["throughput_ratio_high"] < ar["throughput_ratio_low"]
+        eager, compiled = (ratios[("deer k=8 / ar", name, method)] for method in ("deer k=8", "deer k=8 (compiled)"))
+        assert compiled["throughput_ratio"] < eager["throughput_ratio"] and compiled["throughput_ratio_high"] < 1.0
+    assert set(m["compile_seconds"]) == {"verify:1", "verify:9"}
 
 
 # ----- DEdit (seed 002) ------------------------------------------------------------------------------

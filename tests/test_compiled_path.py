@@ -31,8 +31,9 @@ def test_execution_paths_and_the_twin_cache_fits_the_grid(trained_hf_model):
     assert [compiled_path.call_rows(m) for m in METHODS] == [1, 4, 8, 12]
     with pytest.raises(TypeError, match="compiled"):
         compiled_path.execution_paths(model, "yes", grid, METHODS, 10)
+    assert compiled_path.call_rows(bench.Method("deer", 4)) == compiled_path.call_rows(bench.Method("ar_draft", 4)) == 5
     with pytest.raises(ValueError, match="schedules"):
-        compiled_path.call_rows(bench.Method("deer", 4))
+        compiled_path.call_rows(bench.Method("medusa", 4))
 
 
 def test_run_paths_interleaves_paths_and_fits_each(trained_hf_model):
@@ -66,3 +67,72 @@ def test_run_paths_interleaves_paths_and_fits_each(trained_hf_model):
         compiled_path.run_paths({"fast": model}, grid, METHODS, max_new_tokens=4, progress=False)
     with pytest.raises(ValueError, match="at least one prompt"):
         compiled_path.run_paths({"eager": model}, {"a": []}, METHODS, max_new_tokens=4, progress=False)
+
+
+def test_run_paths_fans_out_the_eager_path_only(trained_hf_model):
+    """With a client the eager grid goes to Dask workers and comes back as the serial grid (same
+    rows, same order, the path column added); a compiled path with a client is refused before
+    anything is decoded."""
+    from spec_lib.studies import fanout
+
+    model = as_dual(trained_hf_model)
+    grid = grid_prompts(trained_hf_model.chain)
+    same = ["slice", "prompt", "method", "path", "tokens", "nfe", "output", "accepted"]
+    serial = compiled_path.run_paths({"eager": model}, grid, METHODS, max_new_tokens=10, progress=False)
+    client = fanout.connect("local:2")
+    try:
+        fanned = compiled_path.run_paths({"eager": model}, grid, METHODS, max_new_tokens=10, progress=False,
+                                         client=client)
+        assert fanned[same].equals(serial[same])
+        static = StaticDualModeLM(model.hf_model, model.mask_token_id, max_cache_len=64)
+        with pytest.raises(ValueError, match="fans out the eager path only"):
+            compiled_path.run_paths({"eager": model, "compiled": static}, grid, METHODS, max_new_tokens=10,
+                                    progress=False, client=client)
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+
+
+def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained_hf_model, drafters):
+    """DEER's two drafters get compiled twins on the compiled path (the target compiled too):
+    every greedy output still equals AR's on both paths, the warm-up compiles every shape the
+    grid meets (target, both drafters; every padded prefix length of the diffusion drafter),
+    and drafters without a twin or methods that differ between paths are refused with their
+    names."""
+    from spec_lib.compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
+    from spec_lib.drafters import ARDrafter, DiffusionDrafter
+
+    from .conftest import MASK_ID, SEP_ID
+
+    model = as_dual(trained_hf_model)
+    grid = grid_prompts(trained_hf_model.chain)
+    methods = [bench.Method("ar", 1), bench.Method("linear", 3),
+               bench.Method("deer", 4, drafter=DiffusionDrafter(drafters[0], MASK_ID, SEP_ID)),
+               bench.Method("ar_draft", 4, drafter=ARDrafter(drafters[1]))]
+    paths = compiled_path.execution_paths(model, True, grid, methods, 10)
+    per_path = compiled_path.methods_by_path(paths, methods, grid, 10)
+    assert per_path["eager"] == methods
+    twins = {m.schedule: m.drafter for m in per_path["compiled"] if m.drafter is not None}
+    assert isinstance(twins["deer"], StaticDiffusionDrafter) and twins["deer"].compiled
+    assert isinstance(twins["ar_draft"], StaticARDrafter) and twins["ar_draft"].compiled
+    assert twins["deer"].hf_model is drafters[0] and twins["ar_draft"].hf_model is drafters[1]
+    longest = max(len(p) for items in grid.values() for p in items)
+    assert twins["deer"].context == longest + 10 + 4 + 1           # the eager drafter reads the whole prefix
+    compiled_path.warm_up_paths(paths, per_path, grid, {"a": 10, "b": 10})
+    compiled = [paths["compiled"], twins["deer"], twins["ar_draft"]]
+    warm = [dict(part.compile_seconds) for part in compiled]
+    runs = compiled_path.run_paths(paths, grid, per_path, max_new_tokens=10, progress=False)
+    assert [dict(part.compile_seconds) for part in compiled] == warm      # the timed grid compiled nothing
+    assert set(runs["path"]) == {"eager", "compiled"} and len(runs) == 2 * 4 * 3
+    identity = bench.identity_to_reference(runs)
+    assert (identity["identical"] == identity["responses"]).all(), identity
+    compiled_drafter_rows = runs[(runs["path"] == "compiled") & (runs["schedule"] == "deer")]
+    assert (compiled_drafter_rows["drafter_nfe"] > 0).all()
+    lengths = {twins["deer"].padded_length(n) for n in range(1, twins["deer"].context + 1)}
+    assert {shape[1] for shape in twins["deer"].compile_seconds} == lengths   # all warmed, none met later
+    with pytest.raises(ValueError, match="twins of DiffusionDrafter and ARDrafter, got MarkovLM"):
+        compiled_path.compiled_drafter(trained_hf_model.chain, 32)
+    with pytest.raises(ValueError, match="same names"):
+        compiled_path.run_paths(paths, grid, {"eager": methods, "compiled": methods[:2]}, max_new_tokens=4,
+                                progress=False)

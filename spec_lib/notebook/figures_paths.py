@@ -103,3 +103,31 @@ def regime_map_by_path(fits: dict, block: int = 32):
         ax.axvline(x, color=plt.cm.Dark2(j + 3), lw=2, ls="--", label=f"this CPU, {path} path: tau/delta = {x:.0f} rows")
     ax.legend(loc="upper left", fontsize=8)
     return fig
+
+
+def ratios_by_path(ratios: pd.DataFrame):
+    """Paired-bootstrap throughput ratios with their 95% intervals over prompts
+    (:func:`spec_lib.studies.compiled_path.path_ratios`): one panel per comparison (a method
+    over its baseline on each path; each method compiled over eager), slices along x, a bar
+    per method: one colour per method in every panel, hatched on the compiled path."""
+    comparisons = list(dict.fromkeys(ratios["comparison"]))
+    bases = list(dict.fromkeys(name.split(" (")[0] for name in ratios["method"]))
+    fig, axes = plt.subplots(1, len(comparisons), figsize=(5.5 * len(comparisons), 4.8), squeeze=False)
+    for ax, comparison in zip(axes[0], comparisons):
+        part = ratios[ratios["comparison"] == comparison]
+        slices, methods = list(dict.fromkeys(part["slice"])), list(dict.fromkeys(part["method"]))
+        width = 0.8 / len(methods)
+        for j, method in enumerate(methods):
+            rows = part[part["method"] == method].set_index("slice").reindex(slices)
+            x = np.arange(len(slices)) + (j - (len(methods) - 1) / 2) * width
+            err = np.vstack([rows["throughput_ratio"] - rows["throughput_ratio_low"],
+                             rows["throughput_ratio_high"] - rows["throughput_ratio"]])
+            ax.bar(x, rows["throughput_ratio"], width, yerr=err, capsize=3, label=method,
+                   color=plt.cm.tab10(bases.index(method.split(" (")[0])), edgecolor="white",
+                   hatch="//" if " (" in method else None)
+        ax.axhline(1.0, color="black", ls="--", lw=1)
+        ax.set_xticks(np.arange(len(slices)), slices)
+        ax.set(ylabel="throughput ratio (95% paired bootstrap CI)", title=f"throughput: {comparison}")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=min(3, len(methods)))
+    fig.tight_layout()
+    return fig

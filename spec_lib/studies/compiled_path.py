@@ -10,28 +10,31 @@ path's own calls and sets Packed-SS against Linear-SS on each, measured, not ass
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import masks
 from . import bench
 
-__all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "path_method", "run_paths", "on_path",
-           "per_path_costs", "path_ratios", "best_blocks_by_path", "shape_names", "compile_seconds"]
+__all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "compiled_drafter", "methods_by_path",
+           "path_method", "warm_up_paths", "run_paths", "on_path", "per_path_costs", "path_ratios",
+           "best_blocks_by_path", "shape_names", "compile_seconds"]
 
 #: the execution paths, the eager one first (its method names carry no suffix)
 PATHS = ("eager", "compiled")
 
 def call_rows(method: bench.Method) -> int:
-    """Rows of ``method``'s widest steady-state call, at most (its calls' kinds at ``m`` = 0 or
-    ``width`` drafts, from the call-kind registry: seed 000, Table 2's Linear-SS W + 1 per call,
-    Packed-SS 2(W + 1), Quadratic-SS (W + 1)(W + 2))."""
+    """Rows of ``method``'s widest steady-state call of the target, at most (its calls' kinds at
+    ``m`` = 0 or ``width`` drafts, from the call-kind registry: seed 000, Table 2's Linear-SS
+    W + 1 per call, Packed-SS 2(W + 1), Quadratic-SS (W + 1)(W + 2); a drafter schedule's
+    verification of k drafts, k + 1)."""
     from ..schedules import SCHEDULE_SPECS
 
     spec = SCHEDULE_SPECS.get(method.schedule)
-    if spec is None or spec.drafter is not None:
-        runs = sorted(name for name, s in SCHEDULE_SPECS.items() if s.drafter is None)
-        raise ValueError(f"the compiled path runs the schedules {runs}, got {method.schedule!r}")
+    if spec is None:
+        raise ValueError(f"the compiled path runs the schedules {sorted(SCHEDULE_SPECS)}, got {method.schedule!r}")
     w = method.width
     drafts = (0, w) if spec.reach(w) else (0,)          # a schedule reaching no further (AR) drafts nothing
     return max(masks.call_kind(kind).rows(0, m, w) for kind in spec.calls for m in drafts)
@@ -66,36 +69,136 @@ def execution_paths(model, compiled: bool, prompts: dict[str, list[list[int]]], 
     return {PATHS[0]: model, PATHS[1]: compiled_twin(model, prompts, methods, max_new_tokens)}
 
 
+def _drafter_slots(prompts: dict[str, list[list[int]]], methods: list[bench.Method],
+                   max_new_tokens: dict[str, int] | int) -> int:
+    """Positions a drafter may read or write in the grid: the longest prompt, the output cap and
+    the widest block of drafts."""
+    longest = max(len(p) for items in prompts.values() for p in items)
+    cap = max(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else max_new_tokens
+    return longest + cap + max(m.width for m in methods) + 1
+
+
+def compiled_drafter(drafter, slots: int):
+    """The compiled static-shape twin of a separate drafter (:mod:`spec_lib.compiled_drafters`)
+    on the same weights: DEER's diffusion drafter reading the same context (the whole prefix,
+    at most ``slots`` tokens, when the eager one reads it all), the AR drafter with ``slots`` K/V
+    slots.  Other drafters are refused with their type named."""
+    from ..compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
+    from ..drafters.autoregressive import ARDrafter
+    from ..drafters.diffusion import DiffusionDrafter
+
+    if type(drafter) is DiffusionDrafter:
+        context = drafter.context if drafter.context is not None else slots
+        if drafter.max_positions is not None:            # room for SEP and a MASK after the context
+            context = min(context, drafter.max_positions - 2)
+        return StaticDiffusionDrafter(drafter.hf_model, drafter.mask_token_id, drafter.sep_token_id, context,
+                                      compile=True)
+    if type(drafter) is ARDrafter:
+        return StaticARDrafter(drafter.hf_model, max_cache_len=slots, compile=True)
+    raise ValueError(f"the compiled path has twins of DiffusionDrafter and ARDrafter, got {type(drafter).__name__}")
+
+
+def methods_by_path(models: dict, methods: list[bench.Method], prompts: dict[str, list[list[int]]],
+                    max_new_tokens: dict[str, int] | int) -> dict[str, list[bench.Method]]:
+    """``{path: methods}`` for :func:`run_paths`: ``methods`` on the eager path; on the compiled
+    path the same methods (same names) with each separate drafter replaced by its
+    :func:`compiled_drafter`, so the whole decode (target and drafter) runs compiled."""
+    slots = _drafter_slots(prompts, methods, max_new_tokens)
+    out = {}
+    for path in models:
+        if path == PATHS[0]:
+            out[path] = list(methods)
+        else:
+            out[path] = [replace(m, drafter=compiled_drafter(m.drafter, slots)) if m.drafter is not None else m
+                         for m in methods]
+    return out
+
+
+def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts: dict[str, list[list[int]]],
+                  max_new_tokens: dict[str, int], seed: int = 0) -> None:
+    """Before a timed grid: every method on every path decodes the first prompt of each slice to
+    that slice's cap, without stopping at EOS, and every prefix length a compiled diffusion
+    drafter can meet is compiled, so that no shape is compiled inside a timed response.  (An
+    8-token warm-up left Linear-SS's steady draft call to the first timed decode that made a
+    second iteration.)"""
+    from ..schedules import decode
+
+    for path, model in models.items():
+        _warm_drafters(methods[path])
+        for name, items in prompts.items():
+            if not items:
+                continue
+            for method in methods[path]:
+                decode(model, items[0], schedule=method.schedule, width=method.width,
+                       max_new_tokens=max_new_tokens[name], temperature=0.0, seed=seed, drafter=method.drafter)
+
+
+def _warm_drafters(methods: list[bench.Method]) -> None:
+    """Compile every padded prefix length a compiled diffusion drafter can meet (its buckets up
+    to its context), so no compile lands in a timed decode; the AR drafter's one shape is
+    compiled by the warm-up decode."""
+    import torch
+
+    from ..compiled_drafters import StaticDiffusionDrafter
+
+    for method in methods:
+        drafter = method.drafter
+        if isinstance(drafter, StaticDiffusionDrafter) and drafter.compiled:
+            device = next(drafter.hf_model.parameters()).device
+            drafter.reset()
+            lengths = sorted({drafter.padded_length(n) for n in range(1, drafter.context + 1)})
+            for n in lengths:
+                drafter.draft_logits(torch.zeros(n, dtype=torch.long, device=device), method.width)
+
+
 def path_method(name: str, path: str) -> str:
     """A method's name on ``path``: as is on the eager path, ``"<name> (<path>)"`` otherwise."""
     return name if path == PATHS[0] else f"{name} ({path})"
 
 
-def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[bench.Method], *,
+def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[bench.Method] | dict, *,
               max_new_tokens: dict[str, int] | int, eos_token_id: int | None = None, seed: int = 0,
-              progress: bool = True) -> pd.DataFrame:
+              progress: bool = True, client=None) -> pd.DataFrame:
     """:func:`spec_lib.studies.bench.run_grid` (greedy) over several execution paths of the same
     weights, interleaved: every prompt is decoded by every method on every path, the order of
     paths and of methods rotated prompt by prompt, so slow phases of the machine hit both
-    paths alike.  Each path is warmed up first (on the compiled path this compiles every
-    steady-state shape, so no compile time lands in a timed response).  Rows as ``run_grid``'s
-    plus ``path``; method names carry the path (:func:`path_method`)."""
+    paths alike.  Each path is warmed up first (:func:`warm_up_paths`: on the compiled path this
+    compiles every steady-state shape, so no compile time lands in a timed response).  Rows as
+    ``run_grid``'s plus ``path``; method names carry the path (:func:`path_method`).  ``methods`` is one list
+    for every path, or ``{path: methods}`` with the same names on every path
+    (:func:`methods_by_path`: each path's own drafters).
+
+    ``client`` (a Dask client, :func:`spec_lib.studies.fanout.connect`) fans the grid out as
+    ``run_grid`` does, for the eager path alone: compiled graphs live in the process that
+    compiled them."""
     if not models or set(models) - set(PATHS):
         raise ValueError(f"models must map some of {PATHS} to models, got {sorted(models)}")
+    if not isinstance(methods, dict):
+        methods = dict.fromkeys(models, list(methods))
+    if set(methods) != set(models) or len({tuple(m.name for m in ms) for ms in methods.values()}) != 1:
+        raise ValueError(f"methods must be one list, or one per path of {sorted(models)} with the same names, got "
+                         f"{ {path: [m.name for m in ms] for path, ms in methods.items()} }")
+    if client is not None and set(models) != {PATHS[0]}:
+        raise ValueError(f"a client fans out the eager path only (compiled graphs stay in the process that compiled "
+                         f"them), got paths {sorted(models)}: decode here (client=None, cluster='') or leave the "
+                         f"compiled path out (compiled=False)")
     if not isinstance(max_new_tokens, dict):
         max_new_tokens = dict.fromkeys(prompts, max_new_tokens)
+    if client is not None:
+        return bench.run_grid(models[PATHS[0]], prompts, methods[PATHS[0]], max_new_tokens=max_new_tokens,
+                              temperature=0.0, eos_token_id=eos_token_id, seed=seed, progress=progress,
+                              client=client).assign(path=PATHS[0])
     settings = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "eos_token_id": eos_token_id, "seed": seed}
     jobs = [(name, i, 0, items[i]) for name, items in prompts.items() for i in range(len(items))]
     if not jobs:
         raise ValueError(f"prompts must hold at least one prompt to decode, got {bench.prompt_counts(prompts)}")
-    for model in models.values():
-        bench.warm_up(model, methods, jobs[0][3], settings)
+    warm_up_paths(models, methods, prompts, max_new_tokens, seed)
     paths = list(models)
     rows = []
     for job, spec in enumerate(tqdm(jobs, desc="decoding", disable=not progress)):
         for path in paths[job % len(paths):] + paths[:job % len(paths)]:
             rows += [{**row, "method": path_method(row["method"], path), "path": path}
-                     for row in bench.job_rows(models[path], methods, job, spec, settings)]
+                     for row in bench.job_rows(models[path], methods[path], job, spec, settings)]
     return pd.DataFrame(rows)
 
 
