@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -60,6 +61,9 @@ def main() -> None:
         parser.error("--workers and --repeats must be >= 1, --limit >= 0")
     model, tokenizer, prompts, methods, caps, p = grid_inputs(args.profile, args.limit)
     client = fanout.connect(f"local:{args.workers}")
+    # what the workers were started with (config/dask.yaml unsets Dask's malloc trim threshold)
+    worker_environment = {name: sorted(set(client.run(lambda name=name: os.environ.get(name)).values()), key=str)
+                          for name in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}
     kwargs = dict(max_new_tokens=caps, temperature=0.0, eos_token_id=tokenizer.eos_token_id, seed=p["seed"])
     walls = {"serial": [], "fanned": []}
     for repeat in range(args.repeats):
@@ -79,7 +83,8 @@ def main() -> None:
                           fanned[fanned["method"] == method]])
         gaps += bench.divergences(model.hf_model, pair, prompts, reference="serial").to_dict("records")
     report = {"profile": args.profile, "workers": args.workers, "repeats": args.repeats,
-              "serial_threads": torch.get_num_threads(), "responses": int(len(first)),
+              "serial_threads": torch.get_num_threads(), "worker_environment": worker_environment,
+              "responses": int(len(first)),
               "identical_responses": int(same.sum()), "differing": gaps, "serial_wall_s": walls["serial"], "fanned_wall_s": walls["fanned"],
               "ratio_of_medians": float(np.median(walls["fanned"]) / np.median(walls["serial"])),
               "ratios": [f / s for f, s in zip(walls["fanned"], walls["serial"])], "target": 0.7,
