@@ -455,13 +455,14 @@ def test_13_compiling_helps_small_blocks_most():
 
 def test_21_deer_is_lossless_and_neither_drafter_beats_ar_at_this_scale():
     """README, `21` (this machine's weights): 224 greedy outputs identical; DEER's tau below the
-    AR drafter's at every k; at T = 0 DEER 0.73-0.86x AR (math CI entirely below 1), the AR drafter
+    AR drafter's at k = 8, 16 and 32; at T = 0 DEER 0.73-0.86x AR (math CI entirely below 1), the AR drafter
     0.93-1.06x (no CI above 1); at T = 0.6 both below 0.5x; the peer 1.23x [1.22, 1.25]; batched
     outputs equal batch 1 and AR's batched throughput grows past DEER's."""
     m = metrics("21_deer_decoding")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 224
     assert all(r["same"] == r["responses"] for r in m["batch_identity"])
     assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.15
+    assert set(m["deer_tau_above_ar_drafter_k_ge_8"]) == {"8", "16", "32"}
     assert not any(m["deer_tau_above_ar_drafter_k_ge_8"].values())
     greedy = [r for r in m["main"] if r["temperature"] == 0.0 and r["method"] != "ar"]
     assert len(greedy) == 6 and all(r["speedup"] < 1.1 and r["speedup_low"] < 1.0 for r in greedy)
@@ -672,11 +673,12 @@ def test_fanout_benchmark():
     """README, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
     ``benchmarks/fanout_speed.py --profile cpu`` from the code as it is (code key checked), with
     the workers started under ``config/dask.yaml`` (Dask's malloc trim threshold unset).
-    Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), serial 412 s, fanned out
-    over 2 local workers 299 s, ratio 0.73 (the issue's target, 0.70, is not met on this
-    2-core machine and the README says so); 1424 of 1424 responses identical (tokens, NFE,
-    accepted counts).  Asserted: every response identical, and the ratio below 0.76, which the
-    run with Dask's trim threshold (0.78) would fail."""
+    Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), serial 495 s, fanned out
+    over 2 local workers 306 s, ratio 0.62 (the issue's target is 0.70; the run before, on the
+    same code, gave 0.725, and the README says the target is met in one of the two); 1424 of
+    1424 responses identical (tokens, NFE, accepted counts).  Asserted: the workers ran without
+    the trim threshold, every response identical, and the ratio below 0.76, which the run with
+    Dask's trim threshold (0.78) would fail."""
     report = benchmark_report("fanout_cpu", ["spec_lib.studies.bench", "spec_lib.studies.fanout"],
                               "benchmarks/fanout_speed.py --profile cpu", key="code")
     assert report["profile"] == "cpu" and report["workers"] == 2 and report["responses"] == 1424, report

@@ -136,3 +136,39 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     with pytest.raises(ValueError, match="same names"):
         compiled_path.run_paths(paths, grid, {"eager": methods, "compiled": methods[:2]}, max_new_tokens=4,
                                 progress=False)
+
+
+def test_the_warm_up_compiles_every_bucket_a_later_prompt_meets(trained_hf_model, drafters, monkeypatch):
+    """A slice whose first prompt is short and whose second is long: the warm-up decode of the
+    first prompt meets only the diffusion drafter's smallest bucket, so without compiling every
+    bucket up front (``_warm_drafters``) the long prompt's bucket is compiled inside the timed
+    grid (the negative control, run here); with it, the timed grid compiles nothing."""
+    from spec_lib.compiled_drafters import StaticDiffusionDrafter
+    from spec_lib.drafters import DiffusionDrafter
+
+    from .conftest import MASK_ID, SEP_ID
+
+    model = as_dual(trained_hf_model)
+    short, long = prompts(1, seed=61, chain=trained_hf_model.chain, low=3, high=4)[0], \
+        prompts(1, seed=62, chain=trained_hf_model.chain, low=44, high=45)[0]
+    grid = {"a": [short.tolist(), long.tolist()]}
+    methods = [bench.Method("deer", 4, drafter=DiffusionDrafter(drafters[0], MASK_ID, SEP_ID))]
+
+    def compiles_in_timed_grid(warm_drafters: bool) -> bool:
+        paths = compiled_path.execution_paths(model, True, grid, methods, 6)
+        per_path = compiled_path.methods_by_path(paths, methods, grid, 6)
+        twin = per_path["compiled"][0].drafter
+        assert isinstance(twin, StaticDiffusionDrafter) and len({twin.padded_length(n) for n in (4, 50)}) == 2
+        if not warm_drafters:
+            monkeypatch.setattr(compiled_path, "_warm_drafters", lambda methods: None)
+        compiled_path.warm_up_paths(paths, per_path, grid, {"a": 6})
+        warm = dict(twin.compile_seconds)
+        runs = compiled_path.run_paths(paths, grid, per_path, max_new_tokens=6, progress=False)
+        identity = bench.identity_to_reference(runs.assign(method=runs["path"] + ":" + runs["method"]),
+                                               reference="eager:deer k=4")
+        assert (identity["identical"] == identity["responses"]).all()
+        monkeypatch.undo()
+        return dict(twin.compile_seconds) != warm
+
+    assert not compiles_in_timed_grid(True)
+    assert compiles_in_timed_grid(False)                      # the control: the long prompt's bucket
