@@ -1,15 +1,17 @@
-"""The trained DFlash / DEdit drafters (seed 002; notebook 31's) end to end on the compiled
-drafting path: greedy decodes with the eager ``BlockEditDrafter`` against
-``StaticBlockEditDrafter(compile=True)`` (:mod:`spec_lib.compiled_drafters`), the same eager
-``FeatureTarget`` verifying both, beside plain AR.
+"""The trained DFlash / DEdit drafters (seed 002; notebook 31's) end to end on both execution
+paths: on the eager path the ``FeatureTarget`` verifies and the ``BlockEditDrafter`` drafts; on
+the compiled path the target is a ``StaticFeatureTarget(compile=True)`` and the drafter a
+``StaticBlockEditDrafter(compile=True)`` (:mod:`spec_lib.compiled_drafters`), so target and
+drafter both run compiled; plain AR on each path beside them.
 
-Every prompt is decoded by every method in a rotating order (:func:`spec_lib.studies.bench.run_grid`),
-after every prompt was decoded once by the compiled drafters, so that each context bucket the
-timed decodes meet is compiled before timing.  Reported: tokens/s per method, the paired
-bootstrap ratio (CIs over prompts) of each compiled drafter over its eager twin and of each
-drafter over AR, the drafter's share of wall time, and the outputs: every response must equal
-AR's greedy output (the drafters change speed, never tokens).  The target is not compiled: a
-static-cache ``FeatureTarget`` (its recorded hidden states) does not exist yet.
+Every prompt is decoded by every method on both paths, paths and methods in a rotating order
+(:func:`spec_lib.studies.compiled_path.run_paths`), after every prompt was decoded once by the
+compiled methods, so that each context bucket the timed decodes meet is compiled before
+timing.  Reported: tokens/s per method, the paired bootstrap ratio (CIs over prompts) of each
+method compiled over itself eager, of each drafter over the same path's AR and of each compiled
+drafter over eager AR, the drafter's share of wall time, the compile seconds per shape, and the
+outputs: every response must equal eager AR's greedy output (the drafters and the path change
+speed, never tokens).
 
     python benchmarks/compiled_end_to_end.py [--per-slice 24] [--out benchmarks/results/compiled_end_to_end_cpu.json]
 """
@@ -24,7 +26,7 @@ import time
 import torch
 
 from spec_lib import decode
-from spec_lib.compiled_drafters import StaticBlockEditDrafter
+from spec_lib.compiled_drafters import StaticBlockEditDrafter, StaticFeatureTarget
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
 from spec_lib.studies import bench, compiled_path
@@ -58,48 +60,53 @@ def main(argv=None) -> int:
     width = bundle.config.width - 1
     prompts = bench.slice_prompts(tokenizer, dict.fromkeys(SLICES, args.per_slice), args.max_prompt_tokens, 0)
     longest = max(len(p) for items in prompts.values() for p in items)
-    drafters = {}
+    slots = longest + args.new_tokens + width + 2
+    static = StaticFeatureTarget(target.lm, target.mask_token_id, target.layer_ids, max_cache_len=slots, compile=True)
+    models = {"eager": target, "compiled": static}
+    drafters = {"eager": {}, "compiled": {}}
     for label, name, passes in (("dflash P1", "dflash", 1), (f"dedit P{args.passes}", "dedit", args.passes)):
-        drafters[label] = bundle.drafter(name, passes)
-        drafters[f"{label} (compiled)"] = StaticBlockEditDrafter(
-            target, bundle.networks[name], passes=passes, max_context=longest + args.new_tokens + width + 2,
-            compile=True)
-    methods = [bench.Method("ar", 1), *bench.labelled_methods("deer", width, drafters)]
+        drafters["eager"][label] = bundle.drafter(name, passes)
+        drafters["compiled"][label] = StaticBlockEditDrafter(static, bundle.networks[name], passes=passes,
+                                                             max_context=slots, compile=True)
+    methods = {path: [bench.Method("ar", 1), *bench.labelled_methods("deer", width, drafters[path])]
+               for path in models}
 
     start = time.perf_counter()
     for items in prompts.values():              # every context bucket the timed decodes will meet
         for prompt in items:
-            for label, drafter in drafters.items():
-                if label.endswith("(compiled)"):
-                    decode(target, prompt, schedule="deer", width=width, max_new_tokens=args.new_tokens,
-                           drafter=drafter)
+            for method in methods["compiled"]:
+                decode(static, prompt, schedule=method.schedule, width=method.width,
+                       max_new_tokens=args.new_tokens, drafter=method.drafter)
     warm_seconds = time.perf_counter() - start
 
-    runs = bench.run_grid(target, prompts, methods, max_new_tokens=args.new_tokens,
-                          eos_token_id=tokenizer.eos_token_id, seed=0)
+    runs = compiled_path.run_paths(models, prompts, methods, max_new_tokens=args.new_tokens,
+                                   eos_token_id=tokenizer.eos_token_id, seed=0)
     identity = bench.identity_to_reference(runs)
     totals = runs.groupby("method", sort=False)[["tokens", "wall", "iterations", "drafter_seconds"]].sum()
-    pairs = [(f"{label} (compiled)", label) for label in drafters if not label.endswith("(compiled)")]
-    pairs += [(label, "ar") for label in drafters]
+    labels = list(drafters["eager"])
+    compiled = compiled_path.path_method
+    pairs = [(compiled(m, "compiled"), m) for m in ["ar", *labels]]
+    pairs += [(compiled(label, path), compiled("ar", path)) for path in models for label in labels]
+    pairs += [(compiled(label, "compiled"), "ar") for label in labels]
     ratios = {}
     for method, baseline in pairs:
         table = bench.paired_bootstrap(runs, baseline, methods=[method], n_resamples=args.n_resamples, seed=0)
         ratios[f"{method} / {baseline}"] = {r["slice"]: [r["throughput_ratio"], r["throughput_ratio_low"],
                                                          r["throughput_ratio_high"]] for r in table.to_dict("records")}
+    compile_seconds = {"target": compiled_path.shape_names(static.compile_seconds)}
+    compile_seconds |= {label: compiled_path.shape_names(d.compile_seconds) for label, d in drafters["compiled"].items()}
     report = {"code_version": code_key(["spec_lib.compiled_drafters", "spec_lib.drafters", "spec_lib.schedules",
-                                        "spec_lib.studies.bench"]),
+                                        "spec_lib.studies.bench", "spec_lib.studies.compiled_path"]),
               "drafter_key": drafter_key(args.preset), "args": vars(args), "torch": torch.__version__,
               "torch_threads": torch.get_num_threads(), "width": width, "prompts": bench.prompt_counts(prompts),
-              "warm_up_seconds": warm_seconds,
-              "compile_seconds": {label: compiled_path.shape_names(d.compile_seconds)
-                                  for label, d in drafters.items() if label.endswith("(compiled)")},
+              "warm_up_seconds": warm_seconds, "compile_seconds": compile_seconds,
               "identical": int(identity["identical"].sum()), "responses": int(identity["responses"].sum()),
               "tokens_per_s": (totals["tokens"] / totals["wall"]).to_dict(),
               "tokens_per_round": (totals["tokens"] / totals["iterations"]).to_dict(),
               "drafter_share_of_wall": (totals["drafter_seconds"] / totals["wall"]).to_dict(), "ratios": ratios}
 
     print(f"\n{report['prompts']} prompts x {args.new_tokens} new tokens, W = {width + 1}; "
-          f"{report['identical']}/{report['responses']} responses identical to AR; warm-up {warm_seconds:.0f} s")
+          f"{report['identical']}/{report['responses']} responses identical to eager AR; warm-up {warm_seconds:.0f} s")
     for method, value in report["tokens_per_s"].items():
         print(f"{method:<28} {value:7.1f} tokens/s   tokens/round {report['tokens_per_round'][method]:.2f}   "
               f"drafter {100 * report['drafter_share_of_wall'][method]:4.1f}% of wall")

@@ -435,9 +435,14 @@ class StaticDualModeLM(DualModeLM):
 
     # ----- the forward call ------------------------------------------------------------------
 
-    def _forward(self, input_ids, position_ids, attention_mask, cache, keep):
-        return self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
-                             cache=cache, use_cache=True, logits_to_keep=keep).logits
+    def _forward(self, input_ids, position_ids, attention_mask, cache, keep) -> tuple[torch.Tensor, ...]:
+        """One forward call (compiled once per steady-state shape): ``(logits,)``, ``(1, rows, V)``.
+        A subclass may return further outputs after the logits; :meth:`_received` gets them."""
+        return (self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                              cache=cache, use_cache=True, logits_to_keep=keep).logits,)
+
+    def _received(self, extras: tuple[torch.Tensor, ...]) -> None:
+        """The outputs of a call after its logits (:meth:`_forward`): none here."""
 
     def attention_mask(self, layout: masks.Layout, cache_len: int) -> torch.Tensor:
         """``(1, 1, rows, max_cache_len)`` additive: the ``cache_len`` cached columns visible, the
@@ -466,11 +471,14 @@ class StaticDualModeLM(DualModeLM):
         start = time.perf_counter()
         with torch.inference_mode():
             if steady:
-                logits = self._regions((layout.kind, rows), self._thread_local().context, session.device, *args)[0]
+                outputs = self._regions((layout.kind, rows), self._thread_local().context, session.device, *args)
+                logits = outputs[0][0]
                 if keep_rows is not self._keep.get((rows, rows, keep_rows.device)):    # not all rows in order
                     logits = logits[keep_rows]
             else:
-                logits = self._forward(*args)[0]
+                outputs = self._forward(*args)
+                logits = outputs[0][0]
+            self._received(outputs[1:])
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
         return logits, time.perf_counter() - start

@@ -20,6 +20,11 @@ protocol, same tokens and q):
   pass after the first of a cycle) run through ``torch.compile``; the first pass of a cycle
   feeds a variable number of verified tokens and runs eagerly over the same cache.
 
+* :class:`StaticFeatureTarget` (the target of DFlash / DEdit, seed 002 Sec. 3): a
+  :class:`~spec_lib.drafters.feature_target.FeatureTarget` on the static, optionally compiled
+  path of :class:`~spec_lib.compiled.StaticDualModeLM`; the hidden states the drafter is
+  conditioned on are a second output of the compiled call, so target and drafter both run
+  compiled.
 * :class:`StaticBlockEditDrafter` (DFlash / DEdit, seed 002 Sec. 3): the drafter's context K/V
   (the target's verified features, projected per layer) live in per-thread buffers of
   ``max_context`` rows, written at a length pointer; each block pass reads the buffer up to a
@@ -32,8 +37,9 @@ All three keep the time of each shape's first (compiling) call in ``compile_seco
 the target, compile each shape in its own region (:class:`spec_lib.compiled.CompiledRegions`:
 C++ wrapper on a CPU, guards skipped after a region's first call unless ``skip_guards=False``).
 ``tests/test_compiled_drafters.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with
-these drafters equal ``generate`` in float64, and that their draft logits equal the eager
-drafters'.
+these drafters, and of DFlash / DEdit on either target, equal ``generate`` in float64, that their
+draft logits equal the eager drafters', and that the static target records the eager one's
+features.
 """
 
 from __future__ import annotations
@@ -44,14 +50,16 @@ import time
 import torch
 
 from .architectures import attention_window
-from .compiled import (CompiledRegions, MaskStrips, check_compile_args, check_static_args, model_signature,
-                       static_mask, thread_static_cache)
+from .compiled import (CompiledRegions, MaskStrips, StaticDualModeLM, check_compile_args, check_static_args,
+                       model_signature, static_mask, thread_static_cache)
 from .drafters.autoregressive import ARDrafter, _ARState
 from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
+from .drafters.feature_target import FeatureTarget
 from .masks.predicates import padded_visible, to_additive
+from .models import DualModeLM
 
-__all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter"]
+__all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter", "StaticFeatureTarget"]
 
 
 class _CompileTimes:
@@ -345,3 +353,41 @@ class StaticBlockEditDrafter(_CompileTimes, BlockEditDrafter):
                     break
         state.passes.append(len(seconds))
         return logits, seconds, rows
+
+
+class StaticFeatureTarget(FeatureTarget, StaticDualModeLM):
+    """:class:`~spec_lib.drafters.feature_target.FeatureTarget` on a preallocated ``StaticCache``,
+    optionally compiled (:class:`~spec_lib.compiled.StaticDualModeLM`).
+
+    The transformers model is called directly with ``output_hidden_states=True`` (not through
+    the eager target's hook), so the outputs of ``layer_ids`` are a second output of each call,
+    compiled with it.  After each ``commit`` the features of exactly the rows whose K/V became
+    verified are kept, as on the eager target; the drafters read them with ``features_from``.
+
+    Args:
+        hf_model, mask_token_id, layer_ids: as for ``FeatureTarget``.
+        max_cache_len, compile, mode, skip_guards, cpp_wrapper: as for ``StaticDualModeLM``.
+    """
+
+    def __init__(self, hf_model, mask_token_id: int, layer_ids: list[int], *, max_cache_len: int | None = None,
+                 compile: bool = False, mode: str | None = None, skip_guards: bool = True,
+                 cpp_wrapper: bool = True) -> None:
+        StaticDualModeLM.__init__(self, hf_model, mask_token_id, max_cache_len=max_cache_len, compile=compile,
+                                  mode=mode, skip_guards=skip_guards, cpp_wrapper=cpp_wrapper)
+        # layer_ids checked as the eager target checks them; its hook is not used here
+        self.layer_ids = FeatureTarget(hf_model, mask_token_id, layer_ids).layer_ids
+        self.lm, self.tap = hf_model, None
+
+    def _forward(self, input_ids, position_ids, attention_mask, cache, keep) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits, features)``: features ``(rows, feature_size)``, the outputs of ``layer_ids``
+        concatenated, for every row of the call (the verified ones are kept at ``commit``)."""
+        out = self.hf_model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                            cache=cache, use_cache=True, logits_to_keep=keep, output_hidden_states=True)
+        return out.logits, torch.cat([out.hidden_states[i + 1][0] for i in self.layer_ids], dim=-1)
+
+    def _received(self, extras: tuple[torch.Tensor, ...]) -> None:
+        self.state.pending_features = extras[0]
+
+    def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int):
+        """One forward call; its features were set aside by the call itself (:meth:`_received`)."""
+        return DualModeLM.call(self, kind, prefix, draft, width)

@@ -122,23 +122,28 @@ def test_bad_arguments_are_refused(drafters):
 
 # ----- DFlash / DEdit (seed 002) on static context buffers ------------------------------------
 
-from spec_lib.compiled_drafters import StaticBlockEditDrafter  # noqa: E402
+from spec_lib.compiled_drafters import StaticBlockEditDrafter, StaticFeatureTarget  # noqa: E402
 from spec_lib.drafters.block_edit import BlockEditDrafter  # noqa: E402
 from spec_lib.drafters.feature_target import FeatureTarget  # noqa: E402
 
 from .conftest import DEDIT_WIDTH as WIDTH  # noqa: E402
 
 
-@pytest.mark.parametrize("passes,early_exit,compile", [(1, False, False), (3, False, False), (4, True, False),
-                                                       pytest.param(3, False, True, marks=pytest.mark.slow)])
-def test_block_edit_greedy_outputs_equal_generate(trained_pair, passes, early_exit, compile):
-    """Losslessness in float64 with the static drafter, and its proposals equal the eager
-    drafter's round for round (same accepted lengths, same passes per round)."""
+@pytest.mark.parametrize("passes,early_exit,compile,static_target",
+                         [(1, False, False, False), (3, False, False, False), (4, True, False, False),
+                          (3, False, False, True), pytest.param(3, False, True, False, marks=pytest.mark.slow),
+                          pytest.param(1, False, True, True, marks=pytest.mark.slow)])
+def test_block_edit_greedy_outputs_equal_generate(trained_pair, passes, early_exit, compile, static_target):
+    """Losslessness in float64 with the static drafter (on the eager target, or with the target
+    on the static path too, compiled with the drafter), and its proposals equal the eager
+    drafter's on the eager target round for round (same accepted lengths, same passes per round)."""
     target_hf, network, _ = trained_pair
-    target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    eager_target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
+    target = (StaticFeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids, max_cache_len=64,
+                                  compile=compile) if static_target else eager_target)
     static = StaticBlockEditDrafter(target, network, passes=passes, early_exit=early_exit, max_context=64,
                                     compile=compile)
-    eager = BlockEditDrafter(target, network, passes=passes, early_exit=early_exit)
+    eager = BlockEditDrafter(eager_target, network, passes=passes, early_exit=early_exit)
     accepted = []
     for seed in range(2 if compile else 3):
         prompt = target_hf.chain.sample_sequences(1, 10, seed=100 + seed)[0].tolist()
@@ -147,13 +152,46 @@ def test_block_edit_greedy_outputs_equal_generate(trained_pair, passes, early_ex
                                  pad_token_id=0)[0, len(prompt):].tolist()
         assert res.tokens == ref
         static_passes = static.passes_per_round
-        again = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=30, drafter=eager)
+        again = decode(eager_target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=30, drafter=eager)
         assert again.accepted == res.accepted and eager.passes_per_round == static_passes
         accepted += res.accepted
     assert sum(a >= 3 for a in accepted) >= 2, accepted
     if compile:
         assert {k for _, _, k in static.compile_seconds} == {WIDTH - 1}
         assert {w for _, w, _ in static.compile_seconds} <= {32, 64}          # buckets of <= 50 rows
+    if compile and static_target:                                         # verification of W drafts: one shape
+        assert set(target.compile_seconds) == {("verify", WIDTH)}, target.compile_seconds
+
+
+class _WrongRows(StaticFeatureTarget):
+    """Negative control: keeps the features of the call's rows in reverse order, so a commit
+    records rows that did not become verified."""
+
+    def _received(self, extras):
+        super()._received((extras[0].flip(0),))
+
+
+@pytest.mark.parametrize("cls", [StaticFeatureTarget, _WrongRows])
+def test_static_feature_target_records_the_eager_targets_features(trained_pair, cls):
+    """After the same decode the static target holds the eager target's features of every
+    verified row (float64); one that keeps the wrong rows' features is caught."""
+    target_hf, network, _ = trained_pair
+    layer_ids = network.config.target_layer_ids
+    eager = FeatureTarget(target_hf, MASK_ID, layer_ids)
+    static = cls(target_hf, MASK_ID, layer_ids, max_cache_len=64)
+    prompt = target_hf.chain.sample_sequences(1, 10, seed=7)[0].tolist()
+    for schedule, drafter in (("packed", None), ("deer", BlockEditDrafter(eager, network, passes=2))):
+        a = decode(eager, prompt, schedule=schedule, width=WIDTH - 1, max_new_tokens=20, drafter=drafter)
+        static_drafter = None if drafter is None else StaticBlockEditDrafter(static, network, passes=2, max_context=64)
+        b = decode(static, prompt, schedule=schedule, width=WIDTH - 1, max_new_tokens=20, drafter=static_drafter)
+        assert a.tokens == b.tokens and eager.feature_rows == static.feature_rows == len(prompt) + 19
+        same = torch.allclose(static.features_from(0), eager.features_from(0), rtol=1e-9, atol=1e-9)
+        assert same is (cls is StaticFeatureTarget), schedule
+    assert static.features_from(5).shape == (len(prompt) + 14, static.feature_size)
+    with pytest.raises(ValueError, match="layer_ids must be a non-empty list"):
+        StaticFeatureTarget(target_hf, MASK_ID, [99], max_cache_len=64)
+    with pytest.raises(ValueError, match="max_cache_len must be an int >= 2"):
+        StaticFeatureTarget(target_hf, MASK_ID, layer_ids, max_cache_len=1)
 
 
 def test_block_edit_logits_equal_the_eager_drafter_and_buffers_are_reused(trained_pair):

@@ -4,6 +4,8 @@ delta fitted per path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from spec_lib.compiled import StaticDualModeLM
@@ -107,32 +109,68 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
 
     model = as_dual(trained_hf_model)
     grid = grid_prompts(trained_hf_model.chain)
+    ar_drafter = ARDrafter(drafters[1])
     methods = [bench.Method("ar", 1), bench.Method("linear", 3),
                bench.Method("deer", 4, drafter=DiffusionDrafter(drafters[0], MASK_ID, SEP_ID)),
-               bench.Method("ar_draft", 4, drafter=ARDrafter(drafters[1]))]
+               bench.Method("ar_draft", 2, drafter=ar_drafter), bench.Method("ar_draft", 4, drafter=ar_drafter)]
     paths = compiled_path.execution_paths(model, True, grid, methods, 10)
     per_path = compiled_path.methods_by_path(paths, methods, grid, 10)
     assert per_path["eager"] == methods
+    twins = {m.name: m.drafter for m in per_path["compiled"] if m.drafter is not None}
+    assert twins["ar_draft k=2"] is twins["ar_draft k=4"]          # methods sharing a drafter share its twin
     twins = {m.schedule: m.drafter for m in per_path["compiled"] if m.drafter is not None}
     assert isinstance(twins["deer"], StaticDiffusionDrafter) and twins["deer"].compiled
     assert isinstance(twins["ar_draft"], StaticARDrafter) and twins["ar_draft"].compiled
     assert twins["deer"].hf_model is drafters[0] and twins["ar_draft"].hf_model is drafters[1]
     longest = max(len(p) for items in grid.values() for p in items)
-    assert twins["deer"].context == longest + 10 + 4 + 1           # the eager drafter reads the whole prefix
-    compiled_path.warm_up_paths(paths, per_path, grid, {"a": 10, "b": 10})
+    assert twins["deer"].context == longest + 10 - 1               # the eager drafter reads the whole prefix
+    # the AR drafter's slots: the longest prefix and the widest method's drafts but the last,
+    # exactly (the grid below decodes to the cap with them)
+    assert twins["ar_draft"].max_cache_len == longest + 10 - 1 + 4 - 1
+    compiled_path.warm_up_paths(paths, per_path, grid, 10)          # one cap for every slice
     compiled = [paths["compiled"], twins["deer"], twins["ar_draft"]]
     warm = [dict(part.compile_seconds) for part in compiled]
     runs = compiled_path.run_paths(paths, grid, per_path, max_new_tokens=10, progress=False)
     assert [dict(part.compile_seconds) for part in compiled] == warm      # the timed grid compiled nothing
-    assert set(runs["path"]) == {"eager", "compiled"} and len(runs) == 2 * 4 * 3
+    assert set(runs["path"]) == {"eager", "compiled"} and len(runs) == 2 * 5 * 3
+    seconds = compiled_path.drafter_compile_seconds(per_path["compiled"])
+    assert set(seconds) == {"deer k=4", "ar_draft k=2", "ar_draft k=4"} and seconds["ar_draft k=4"], seconds
+    assert compiled_path.drafter_compile_seconds(methods) == {}             # eager drafters compile nothing
     identity = bench.identity_to_reference(runs)
     assert (identity["identical"] == identity["responses"]).all(), identity
+    agree = compiled_path.acceptance_by_path(runs)
+    assert len(agree) == 5 * 2 and (agree["same_acceptance"] == 1).all(), agree      # float32: no ties here
+    # the negative control: a compiled DEER twin on other weights still gives AR's outputs, and
+    # only its acceptance tells
+    import copy
+
+    import torch
+    other = copy.deepcopy(drafters[0])
+    with torch.no_grad():
+        for param in other.parameters():
+            param.add_(torch.randn_like(param), alpha=0.5)
+    wrong = StaticDiffusionDrafter(other, MASK_ID, SEP_ID, twins["deer"].context, compile=False)
+    swapped = {**per_path, "compiled": [replace(m, drafter=wrong) if m.schedule == "deer" else m
+                                        for m in per_path["compiled"]]}
+    runs_wrong = compiled_path.run_paths(paths, grid, swapped, max_new_tokens=10, progress=False)
+    identity = bench.identity_to_reference(runs_wrong)
+    assert (identity["identical"] == identity["responses"]).all()
+    agree = compiled_path.acceptance_by_path(runs_wrong).set_index("method")
+    assert (agree.loc["deer k=4", "same_acceptance"] < 1).all(), agree
     compiled_drafter_rows = runs[(runs["path"] == "compiled") & (runs["schedule"] == "deer")]
     assert (compiled_drafter_rows["drafter_nfe"] > 0).all()
     lengths = {twins["deer"].padded_length(n) for n in range(1, twins["deer"].context + 1)}
     assert {shape[1] for shape in twins["deer"].compile_seconds} == lengths   # all warmed, none met later
     with pytest.raises(ValueError, match="twins of DiffusionDrafter and ARDrafter, got MarkovLM"):
-        compiled_path.compiled_drafter(trained_hf_model.chain, 32)
+        compiled_path.compiled_drafter(trained_hf_model.chain, 32, 4)
+    for bad_prompts, cap, match in (({"a": []}, 10, "at least one prompt"), (grid, 0, "max_new_tokens must be"),
+                                    (grid, {"a": 10, "b": "10"}, "max_new_tokens must be")):
+        with pytest.raises(ValueError, match=match):
+            compiled_path.warm_up_paths(paths, per_path, bad_prompts, cap)
+        with pytest.raises(ValueError, match=match):
+            compiled_path.methods_by_path(paths, methods, bad_prompts, cap)
+        with pytest.raises(ValueError, match=match):
+            compiled_path.run_paths(paths, bad_prompts, per_path, max_new_tokens=cap, progress=False)
     with pytest.raises(ValueError, match="same names"):
         compiled_path.run_paths(paths, grid, {"eager": methods, "compiled": methods[:2]}, max_new_tokens=4,
                                 progress=False)

@@ -18,8 +18,10 @@ from tqdm.auto import tqdm
 from .. import masks
 from . import bench
 
-__all__ = ["PATHS", "call_rows", "compiled_twin", "execution_paths", "compiled_drafter", "methods_by_path",
-           "path_method", "warm_up_paths", "run_paths", "on_path", "per_path_costs", "path_ratios",
+__all__ = ["PATHS", "call_rows", "grid_extent", "compiled_twin", "execution_paths", "compiled_drafter",
+           "methods_by_path", "drafter_compile_seconds",
+           "path_method", "warm_up_paths", "run_paths", "on_path", "acceptance_by_path", "per_path_costs",
+           "path_ratios",
            "best_blocks_by_path", "shape_names", "compile_seconds"]
 
 #: the execution paths, the eager one first (its method names carry no suffix)
@@ -40,6 +42,18 @@ def call_rows(method: bench.Method) -> int:
     return max(masks.call_kind(kind).rows(0, m, w) for kind in spec.calls for m in drafts)
 
 
+def grid_extent(prompts: dict[str, list[list[int]]], max_new_tokens: dict[str, int] | int) -> tuple[int, int]:
+    """``(longest prompt, output cap)`` of a grid: with the rows of a call, what a static cache
+    must hold."""
+    lengths = [len(p) for items in prompts.values() for p in items]
+    if not lengths:
+        raise ValueError(f"prompts must hold at least one prompt, got {bench.prompt_counts(prompts)}")
+    caps = list(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else [max_new_tokens]
+    if not caps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
+        raise ValueError(f"max_new_tokens must be an int >= 1 or {{slice: int >= 1}}, got {max_new_tokens!r}")
+    return max(lengths), max(caps)
+
+
 def compiled_twin(model, prompts: dict[str, list[list[int]]], methods: list[bench.Method],
                   max_new_tokens: dict[str, int] | int):
     """A compiled :class:`~spec_lib.compiled.StaticDualModeLM` on ``model``'s weights, its cache
@@ -48,8 +62,7 @@ def compiled_twin(model, prompts: dict[str, list[list[int]]], methods: list[benc
     from ..compiled import StaticDualModeLM
 
     rows = max(call_rows(m) for m in methods)
-    longest = max(len(p) for items in prompts.values() for p in items)
-    cap = max(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else max_new_tokens
+    longest, cap = grid_extent(prompts, max_new_tokens)
     slots = longest + cap + rows + 1
     if model.max_positions is not None and slots > model.max_positions:
         raise ValueError(f"the compiled path needs {slots} cache slots (longest prompt {longest} + max_new_tokens "
@@ -69,32 +82,25 @@ def execution_paths(model, compiled: bool, prompts: dict[str, list[list[int]]], 
     return {PATHS[0]: model, PATHS[1]: compiled_twin(model, prompts, methods, max_new_tokens)}
 
 
-def _drafter_slots(prompts: dict[str, list[list[int]]], methods: list[bench.Method],
-                   max_new_tokens: dict[str, int] | int) -> int:
-    """Positions a drafter may read or write in the grid: the longest prompt, the output cap and
-    the widest block of drafts."""
-    longest = max(len(p) for items in prompts.values() for p in items)
-    cap = max(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else max_new_tokens
-    return longest + cap + max(m.width for m in methods) + 1
-
-
-def compiled_drafter(drafter, slots: int):
+def compiled_drafter(drafter, longest_prefix: int, width: int):
     """The compiled static-shape twin of a separate drafter (:mod:`spec_lib.compiled_drafters`)
-    on the same weights: DEER's diffusion drafter reading the same context (the whole prefix,
-    at most ``slots`` tokens, when the eager one reads it all), the AR drafter with ``slots`` K/V
-    slots.  Other drafters are refused with their type named."""
+    on the same weights, for drafts of at most ``width`` tokens after prefixes of at most
+    ``longest_prefix`` tokens: DEER's diffusion drafter reading the same context (the whole
+    prefix when the eager one reads it all), the AR drafter with the K/V slots it needs
+    (``positions_needed``).  Other drafters are refused with their type named."""
     from ..compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
     from ..drafters.autoregressive import ARDrafter
     from ..drafters.diffusion import DiffusionDrafter
 
     if type(drafter) is DiffusionDrafter:
-        context = drafter.context if drafter.context is not None else slots
+        context = drafter.context if drafter.context is not None else longest_prefix
         if drafter.max_positions is not None:            # room for SEP and a MASK after the context
             context = min(context, drafter.max_positions - 2)
         return StaticDiffusionDrafter(drafter.hf_model, drafter.mask_token_id, drafter.sep_token_id, context,
                                       compile=True)
     if type(drafter) is ARDrafter:
-        return StaticARDrafter(drafter.hf_model, max_cache_len=slots, compile=True)
+        return StaticARDrafter(drafter.hf_model, max_cache_len=drafter.positions_needed(longest_prefix, width),
+                               compile=True)
     raise ValueError(f"the compiled path has twins of DiffusionDrafter and ARDrafter, got {type(drafter).__name__}")
 
 
@@ -102,27 +108,38 @@ def methods_by_path(models: dict, methods: list[bench.Method], prompts: dict[str
                     max_new_tokens: dict[str, int] | int) -> dict[str, list[bench.Method]]:
     """``{path: methods}`` for :func:`run_paths`: ``methods`` on the eager path; on the compiled
     path the same methods (same names) with each separate drafter replaced by its
-    :func:`compiled_drafter`, so the whole decode (target and drafter) runs compiled."""
-    slots = _drafter_slots(prompts, methods, max_new_tokens)
-    out = {}
-    for path in models:
-        if path == PATHS[0]:
-            out[path] = list(methods)
-        else:
-            out[path] = [replace(m, drafter=compiled_drafter(m.drafter, slots)) if m.drafter is not None else m
-                         for m in methods]
-    return out
+    :func:`compiled_drafter` (one twin per drafter, shared by the methods that share it), so the
+    whole decode (target and drafter) runs compiled."""
+    longest, cap = grid_extent(prompts, max_new_tokens)
+    drafters = {id(m.drafter): m.drafter for m in methods if m.drafter is not None}
+    widest = {key: max(m.width for m in methods if m.drafter is d) for key, d in drafters.items()}
+    twins = {key: compiled_drafter(d, longest + cap - 1, widest[key]) for key, d in drafters.items()}
+    return {path: list(methods) if path == PATHS[0] else
+            [m if m.drafter is None else replace(m, drafter=twins[id(m.drafter)]) for m in methods]
+            for path in models}
+
+
+def drafter_compile_seconds(methods: list[bench.Method]) -> dict[str, dict[str, float]]:
+    """``{method name: {"<shape>": seconds}}`` of the compiling calls of each method's compiled
+    drafter (methods without one left out)."""
+    return {m.name: shape_names(m.drafter.compile_seconds) for m in methods
+            if m.drafter is not None and getattr(m.drafter, "compiled", False)}
 
 
 def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts: dict[str, list[list[int]]],
-                  max_new_tokens: dict[str, int], seed: int = 0) -> None:
+                  max_new_tokens: dict[str, int] | int, seed: int = 0) -> None:
     """Before a timed grid: every method on every path decodes the first prompt of each slice to
-    that slice's cap, without stopping at EOS, and every prefix length a compiled diffusion
-    drafter can meet is compiled, so that no shape is compiled inside a timed response.  (An
-    8-token warm-up left Linear-SS's steady draft call to the first timed decode that made a
-    second iteration.)"""
+    that slice's cap (``max_new_tokens``: one cap, or one per slice), without stopping at EOS,
+    and every prefix length a compiled diffusion drafter can meet is compiled, so that no shape
+    is compiled inside a timed response.  (An 8-token warm-up left Linear-SS's steady draft call
+    to the first timed decode that made a second iteration.)"""
     from ..schedules import decode
 
+    grid_extent(prompts, max_new_tokens)                  # a clear error for no prompts or a bad cap
+    if not isinstance(max_new_tokens, dict):
+        max_new_tokens = dict.fromkeys(prompts, max_new_tokens)
+    if set(methods) != set(models):
+        raise ValueError(f"methods must have one list per path of {sorted(models)}, got {sorted(methods)}")
     for path, model in models.items():
         _warm_drafters(methods[path])
         for name, items in prompts.items():
@@ -169,8 +186,9 @@ def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[b
     (:func:`methods_by_path`: each path's own drafters).
 
     ``client`` (a Dask client, :func:`spec_lib.studies.fanout.connect`) fans the grid out as
-    ``run_grid`` does, for the eager path alone: compiled graphs live in the process that
-    compiled them."""
+    ``run_grid`` does, for the eager path alone (compiled graphs live in the process that
+    compiled them); the workers then warm up as ``run_grid``'s do, not with
+    :func:`warm_up_paths`, which only matters for a compiled path."""
     if not models or set(models) - set(PATHS):
         raise ValueError(f"models must map some of {PATHS} to models, got {sorted(models)}")
     if not isinstance(methods, dict):
@@ -182,6 +200,7 @@ def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[b
         raise ValueError(f"a client fans out the eager path only (compiled graphs stay in the process that compiled "
                          f"them), got paths {sorted(models)}: decode here (client=None, cluster='') or leave the "
                          f"compiled path out (compiled=False)")
+    grid_extent(prompts, max_new_tokens)                  # a clear error for no prompts or a bad cap
     if not isinstance(max_new_tokens, dict):
         max_new_tokens = dict.fromkeys(prompts, max_new_tokens)
     if client is not None:
@@ -190,8 +209,6 @@ def run_paths(models: dict, prompts: dict[str, list[list[int]]], methods: list[b
                               client=client).assign(path=PATHS[0])
     settings = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "eos_token_id": eos_token_id, "seed": seed}
     jobs = [(name, i, 0, items[i]) for name, items in prompts.items() for i in range(len(items))]
-    if not jobs:
-        raise ValueError(f"prompts must hold at least one prompt to decode, got {bench.prompt_counts(prompts)}")
     warm_up_paths(models, methods, prompts, max_new_tokens, seed)
     paths = list(models)
     rows = []
@@ -211,6 +228,29 @@ def on_path(runs: pd.DataFrame, path: str) -> pd.DataFrame:
     suffix = f" ({path})" if path != PATHS[0] else ""
     part["method"] = [m[: len(m) - len(suffix)] if suffix and m.endswith(suffix) else m for m in part["method"]]
     return part
+
+
+def acceptance_by_path(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per slice and method: do the paths draft alike?  Greedy outputs equal AR's whatever the
+    drafts (verification corrects any draft), so a wrong compiled drafter shows only in
+    acceptance: the share of responses whose accepted lengths, iteration by iteration, are the
+    same on each later path as on the eager one (below 1 only where a float tie flips a
+    draft), and tokens per iteration on each path."""
+    paths = list(dict.fromkeys(runs["path"]))
+    key = ["slice", "prompt", "sample", "method"]
+    columns = key + ["accepted", "tokens", "iterations"]
+    eager = on_path(runs, paths[0])[columns]
+    out = []
+    for path in paths[1:]:
+        both = eager.merge(on_path(runs, path)[columns], on=key, suffixes=("", "_path"))
+        both["same"] = [a == b for a, b in zip(both["accepted"], both["accepted_path"])]
+        for (name, method), part in both.groupby(["slice", "method"], sort=False):
+            out.append({"slice": name, "method": method, "path": path, "responses": len(part),
+                        "same_acceptance": float(part["same"].mean()),
+                        "tokens_per_iteration_eager": part["tokens"].sum() / part["iterations"].sum(),
+                        "tokens_per_iteration_path": part["tokens_path"].sum() / part["iterations_path"].sum()})
+    return pd.DataFrame(out, columns=["slice", "method", "path", "responses", "same_acceptance",
+                                      "tokens_per_iteration_eager", "tokens_per_iteration_path"])
 
 
 def best_blocks_by_path(runs: pd.DataFrame, n_resamples: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
