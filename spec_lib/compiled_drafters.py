@@ -127,6 +127,24 @@ class StaticDiffusionDrafter(_CompileTimes, DiffusionDrafter):
         and >= n, at most ``context``."""
         return min(self.context, 1 << (max(n, self.bucket) - 1).bit_length())
 
+    def buckets(self) -> list[int]:
+        """Every padded prefix length a decode can meet (:meth:`padded_length` of 1..``context``)."""
+        return sorted({self.padded_length(n) for n in range(1, self.context + 1)})
+
+    def compile_buckets(self, k: int) -> dict[tuple, float]:
+        """Compile the drafting pass of ``k`` drafts at every bucket (:meth:`buckets`) before a
+        timed run, so that no decode compiles; returns the compile seconds of the shapes
+        compiled here (none on the eager path, or when all were compiled already)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        before = set(self.compile_seconds)
+        if self.compiled:
+            device = next(self.hf_model.parameters()).device
+            self.reset()
+            for n in self.buckets():
+                self.draft_logits(torch.zeros(n, dtype=torch.long, device=device), k)
+        return {shape: s for shape, s in self.compile_seconds.items() if shape not in before}
+
     def _positions_and_mask(self, n: int, k: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """Position ids and the additive mask of ``n`` real prefix tokens left-padded to their
         bucket (memoised per (n, k, device, dtype): at most ``context`` of them per k)."""

@@ -59,7 +59,11 @@ def test_padded_diffusion_logits_equal_the_eager_drafter(drafters):
     static = StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT)
     buckets = StaticDiffusionDrafter(_copy(drafters[0]), MASK_ID, SEP_ID, context=CONTEXT, bucket=4)
     assert [buckets.padded_length(n) for n in (1, 4, 5, 8, 9, 16, 40)] == [4, 4, 8, 8, 16, 16, 16]
+    assert buckets.buckets() == [4, 8, 16] and static.buckets() == [CONTEXT]
     assert static.padded_length(1) == CONTEXT
+    assert buckets.compile_buckets(6) == {}                    # eager: nothing to compile
+    with pytest.raises(ValueError, match="k must be an int >= 1"):
+        buckets.compile_buckets(0)
     for n in (1, 5, CONTEXT - 1, CONTEXT, CONTEXT + 9):        # padded, exactly full, truncated
         prefix = torch.arange(n) % (SEP_ID - 1) + 1
         for k in (1, 6):

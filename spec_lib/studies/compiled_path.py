@@ -151,21 +151,14 @@ def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts:
 
 
 def _warm_drafters(methods: list[bench.Method]) -> None:
-    """Compile every padded prefix length a compiled diffusion drafter can meet (its buckets up
-    to its context), so no compile lands in a timed decode; the AR drafter's one shape is
-    compiled by the warm-up decode."""
-    import torch
-
+    """Compile every padded prefix length a compiled diffusion drafter can meet
+    (:meth:`~spec_lib.compiled_drafters.StaticDiffusionDrafter.compile_buckets`), so no compile
+    lands in a timed decode; the AR drafter's one shape is compiled by the warm-up decode."""
     from ..compiled_drafters import StaticDiffusionDrafter
 
     for method in methods:
-        drafter = method.drafter
-        if isinstance(drafter, StaticDiffusionDrafter) and drafter.compiled:
-            device = next(drafter.hf_model.parameters()).device
-            drafter.reset()
-            lengths = sorted({drafter.padded_length(n) for n in range(1, drafter.context + 1)})
-            for n in lengths:
-                drafter.draft_logits(torch.zeros(n, dtype=torch.long, device=device), method.width)
+        if isinstance(method.drafter, StaticDiffusionDrafter):
+            method.drafter.compile_buckets(method.width)
 
 
 def path_method(name: str, path: str) -> str:
