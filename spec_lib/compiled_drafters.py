@@ -2,8 +2,9 @@
 
 Seed 001 (DEER) drafts with a separate model; seed 002 measures speed with CUDA-graph
 drafting.  :mod:`spec_lib.compiled` puts the target on a static cache and compiles its
-steady-state calls; this module does the same for the two drafters of the ``deer`` and
-``ar_draft`` schedules, as drop-in subclasses (same :class:`~spec_lib.drafters.base.Drafter`
+steady-state calls; this module does the same for the separate drafters (those of the ``deer``
+and ``ar_draft`` schedules, and DFlash / DEdit's) and for DFlash / DEdit's feature target, as
+drop-in subclasses (same :class:`~spec_lib.drafters.base.Drafter`
 protocol, same tokens and q):
 
 * :class:`StaticDiffusionDrafter` (DEER, seed 001 Sec. 3.4 "Inference"): the drafter reads the
@@ -33,7 +34,7 @@ protocol, same tokens and q):
   (embeddings, the drafter, the LM head, the argmax) has a few shapes per k and runs through
   ``torch.compile``; the K passes of a round (P1, then K - 1 edits) reuse one graph.
 
-All three keep the time of each shape's first (compiling) call in ``compile_seconds`` and, like
+All four keep the time of each shape's first (compiling) call in ``compile_seconds`` and, like
 the target, compile each shape in its own region (:class:`spec_lib.compiled.CompiledRegions`:
 C++ wrapper on a CPU, guards skipped after a region's first call unless ``skip_guards=False``).
 ``tests/test_compiled_drafters.py`` checks that greedy outputs of ``deer`` and ``ar_draft`` with
@@ -57,9 +58,11 @@ from .drafters.block_edit import BlockEditDrafter
 from .drafters.diffusion import DiffusionDrafter
 from .drafters.feature_target import FeatureTarget
 from .masks.predicates import padded_visible, to_additive
-from .models import DualModeLM
 
 __all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter", "StaticFeatureTarget"]
+
+#: ``torch.compile`` modes that run CUDA graphs on a GPU, whose outputs live only until the next run
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 class _CompileTimes:
@@ -404,8 +407,12 @@ class StaticFeatureTarget(FeatureTarget, StaticDualModeLM):
         return out.logits, torch.cat([out.hidden_states[i + 1][0] for i in self.layer_ids], dim=-1)
 
     def _received(self, extras: tuple[torch.Tensor, ...]) -> None:
-        self.state.pending_features = extras[0]
+        features = extras[0]
+        if self.compiled and self.mode in CUDA_GRAPH_MODES:      # a graph's outputs are overwritten by its next run
+            features = features.clone()
+        self.state.pending_features = features
 
     def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int):
-        """One forward call; its features were set aside by the call itself (:meth:`_received`)."""
-        return DualModeLM.call(self, kind, prefix, draft, width)
+        """One forward call; its features were set aside by the call itself (:meth:`_received`),
+        not by the eager target's hook."""
+        return super(FeatureTarget, self).call(kind, prefix, draft, width)

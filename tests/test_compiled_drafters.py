@@ -175,23 +175,29 @@ class _WrongRows(StaticFeatureTarget):
         super()._received((extras[0].flip(0),))
 
 
-@pytest.mark.parametrize("cls", [StaticFeatureTarget, _WrongRows])
-def test_static_feature_target_records_the_eager_targets_features(trained_pair, cls):
-    """After the same decode the static target holds the eager target's features of every
-    verified row (float64); one that keeps the wrong rows' features is caught."""
+@pytest.mark.parametrize("cls,compile", [(StaticFeatureTarget, False), (_WrongRows, False),
+                                         pytest.param(StaticFeatureTarget, True, marks=pytest.mark.slow)])
+def test_static_feature_target_records_the_eager_targets_features(trained_pair, cls, compile):
+    """After the same decode the static target (compiled or not) holds the eager target's
+    features of every verified row (float64); one that keeps the wrong rows' features is caught."""
     target_hf, network, _ = trained_pair
     layer_ids = network.config.target_layer_ids
     eager = FeatureTarget(target_hf, MASK_ID, layer_ids)
-    static = cls(target_hf, MASK_ID, layer_ids, max_cache_len=64)
+    static = cls(target_hf, MASK_ID, layer_ids, max_cache_len=64, compile=compile)
     prompt = target_hf.chain.sample_sequences(1, 10, seed=7)[0].tolist()
     for schedule, drafter in (("packed", None), ("deer", BlockEditDrafter(eager, network, passes=2))):
         a = decode(eager, prompt, schedule=schedule, width=WIDTH - 1, max_new_tokens=20, drafter=drafter)
         static_drafter = None if drafter is None else StaticBlockEditDrafter(static, network, passes=2, max_context=64)
         b = decode(static, prompt, schedule=schedule, width=WIDTH - 1, max_new_tokens=20, drafter=static_drafter)
         assert a.tokens == b.tokens and eager.feature_rows == static.feature_rows == len(prompt) + 19
-        same = torch.allclose(static.features_from(0), eager.features_from(0), rtol=1e-9, atol=1e-9)
+        # compiled: the model normalises in float32 (RMSNorm casts), and inductor does not round
+        # at those casts (it does not emulate precision casts), so float32-sized gaps remain
+        gap = (static.features_from(0) - eager.features_from(0)).abs().max().item()
+        same = gap <= (1e-5 if compile else 1e-9)
         assert same is (cls is StaticFeatureTarget), schedule
     assert static.features_from(5).shape == (len(prompt) + 14, static.feature_size)
+    if compile:                                                 # the steady calls ran compiled
+        assert set(static.compile_seconds) == {("packed", 2 * WIDTH), ("verify", WIDTH)}, static.compile_seconds
     with pytest.raises(ValueError, match="layer_ids must be a non-empty list"):
         StaticFeatureTarget(target_hf, MASK_ID, [99], max_cache_len=64)
     with pytest.raises(ValueError, match="max_cache_len must be an int >= 2"):

@@ -127,6 +127,11 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     # the AR drafter's slots: the longest prefix and the widest method's drafts but the last,
     # exactly (the grid below decodes to the cap with them)
     assert twins["ar_draft"].max_cache_len == longest + 10 - 1 + 4 - 1
+    import torch
+
+    worst = torch.arange(longest + 10 - 1) % 5 + 1                # the longest prefix a draft follows
+    twins["ar_draft"].reset()
+    assert twins["ar_draft"].draft(worst, 4, lambda logits: (logits.argmax(-1), None)).tokens.numel() == 4
     compiled_path.warm_up_paths(paths, per_path, grid, 10)          # one cap for every slice
     compiled = [paths["compiled"], twins["deer"], twins["ar_draft"]]
     warm = [dict(part.compile_seconds) for part in compiled]
@@ -134,21 +139,25 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     assert [dict(part.compile_seconds) for part in compiled] == warm      # the timed grid compiled nothing
     assert set(runs["path"]) == {"eager", "compiled"} and len(runs) == 2 * 5 * 3
     seconds = compiled_path.drafter_compile_seconds(per_path["compiled"])
-    assert set(seconds) == {"deer k=4", "ar_draft k=2", "ar_draft k=4"} and seconds["ar_draft k=4"], seconds
+    assert set(seconds) == {"deer k=4", "ar_draft k=2, ar_draft k=4"}, seconds      # a shared twin once
+    assert seconds["ar_draft k=2, ar_draft k=4"] and seconds["deer k=4"], seconds
     assert compiled_path.drafter_compile_seconds(methods) == {}             # eager drafters compile nothing
     identity = bench.identity_to_reference(runs)
     assert (identity["identical"] == identity["responses"]).all(), identity
     agree = compiled_path.acceptance_by_path(runs)
     assert len(agree) == 5 * 2 and (agree["same_acceptance"] == 1).all(), agree      # float32: no ties here
+    # the eager path is the baseline whatever the order of the rows
+    assert set(agree["path"]) == set(compiled_path.acceptance_by_path(runs.iloc[::-1])["path"]) == {"compiled"}
     # the negative control: a compiled DEER twin on other weights still gives AR's outputs, and
     # only its acceptance tells
     import copy
 
     import torch
     other = copy.deepcopy(drafters[0])
+    generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
         for param in other.parameters():
-            param.add_(torch.randn_like(param), alpha=0.5)
+            param.add_(torch.randn(param.shape, generator=generator, dtype=param.dtype), alpha=0.5)
     wrong = StaticDiffusionDrafter(other, MASK_ID, SEP_ID, twins["deer"].context, compile=False)
     swapped = {**per_path, "compiled": [replace(m, drafter=wrong) if m.schedule == "deer" else m
                                         for m in per_path["compiled"]]}
@@ -156,7 +165,7 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     identity = bench.identity_to_reference(runs_wrong)
     assert (identity["identical"] == identity["responses"]).all()
     agree = compiled_path.acceptance_by_path(runs_wrong).set_index("method")
-    assert (agree.loc["deer k=4", "same_acceptance"] < 1).all(), agree
+    assert (agree.loc["deer k=4", "same_acceptance"] < 1).any(), agree     # where the drafter gets drafts accepted
     compiled_drafter_rows = runs[(runs["path"] == "compiled") & (runs["schedule"] == "deer")]
     assert (compiled_drafter_rows["drafter_nfe"] > 0).all()
     lengths = {twins["deer"].padded_length(n) for n in range(1, twins["deer"].context + 1)}
@@ -164,7 +173,8 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     with pytest.raises(ValueError, match="twins of DiffusionDrafter and ARDrafter, got MarkovLM"):
         compiled_path.compiled_drafter(trained_hf_model.chain, 32, 4)
     for bad_prompts, cap, match in (({"a": []}, 10, "at least one prompt"), (grid, 0, "max_new_tokens must be"),
-                                    (grid, {"a": 10, "b": "10"}, "max_new_tokens must be")):
+                                    (grid, {"a": 10, "b": "10"}, "max_new_tokens must be"),
+                                    (grid, {"a": 10}, "must name exactly the slices")):
         with pytest.raises(ValueError, match=match):
             compiled_path.warm_up_paths(paths, per_path, bad_prompts, cap)
         with pytest.raises(ValueError, match=match):

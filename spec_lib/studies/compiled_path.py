@@ -48,8 +48,14 @@ def grid_extent(prompts: dict[str, list[list[int]]], max_new_tokens: dict[str, i
     lengths = [len(p) for items in prompts.values() for p in items]
     if not lengths:
         raise ValueError(f"prompts must hold at least one prompt, got {bench.prompt_counts(prompts)}")
-    caps = list(max_new_tokens.values()) if isinstance(max_new_tokens, dict) else [max_new_tokens]
-    if not caps or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
+    if isinstance(max_new_tokens, dict):
+        if set(max_new_tokens) != set(prompts):
+            raise ValueError(f"max_new_tokens must name exactly the slices of prompts {sorted(prompts)}, got "
+                             f"{sorted(max_new_tokens)}")
+        caps = list(max_new_tokens.values())
+    else:
+        caps = [max_new_tokens]
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in caps):
         raise ValueError(f"max_new_tokens must be an int >= 1 or {{slice: int >= 1}}, got {max_new_tokens!r}")
     return max(lengths), max(caps)
 
@@ -120,10 +126,16 @@ def methods_by_path(models: dict, methods: list[bench.Method], prompts: dict[str
 
 
 def drafter_compile_seconds(methods: list[bench.Method]) -> dict[str, dict[str, float]]:
-    """``{method name: {"<shape>": seconds}}`` of the compiling calls of each method's compiled
-    drafter (methods without one left out)."""
-    return {m.name: shape_names(m.drafter.compile_seconds) for m in methods
-            if m.drafter is not None and getattr(m.drafter, "compiled", False)}
+    """``{method names: {"<shape>": seconds}}``: the compiling calls of each compiled drafter,
+    once per drafter, under the names of the methods that share it (joined by ", "); methods
+    without a compiled drafter are left out."""
+    names: dict[int, list[str]] = {}
+    drafters = {}
+    for m in methods:
+        if m.drafter is not None and getattr(m.drafter, "compiled", False):
+            names.setdefault(id(m.drafter), []).append(m.name)
+            drafters[id(m.drafter)] = m.drafter
+    return {", ".join(names[key]): shape_names(d.compile_seconds) for key, d in drafters.items()}
 
 
 def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts: dict[str, list[list[int]]],
@@ -223,13 +235,19 @@ def on_path(runs: pd.DataFrame, path: str) -> pd.DataFrame:
     return part
 
 
+def _eager_first(runs: pd.DataFrame) -> list[str]:
+    """The paths of ``runs`` in the order met, the eager one (the baseline) first."""
+    paths = list(dict.fromkeys(runs["path"]))
+    return sorted(paths, key=lambda path: path != PATHS[0])
+
+
 def acceptance_by_path(runs: pd.DataFrame) -> pd.DataFrame:
     """Per slice and method: do the paths draft alike?  Greedy outputs equal AR's whatever the
     drafts (verification corrects any draft), so a wrong compiled drafter shows only in
     acceptance: the share of responses whose accepted lengths, iteration by iteration, are the
     same on each later path as on the eager one (below 1 only where a float tie flips a
     draft), and tokens per iteration on each path."""
-    paths = list(dict.fromkeys(runs["path"]))
+    paths = _eager_first(runs)
     key = ["slice", "prompt", "sample", "method"]
     columns = key + ["accepted", "tokens", "iterations"]
     eager = on_path(runs, paths[0])[columns]
@@ -283,7 +301,7 @@ def path_ratios(runs: pd.DataFrame, method: str, baseline: str, n_resamples: int
     """Paired bootstrap ratios per slice (:func:`spec_lib.studies.bench.paired_bootstrap`, CIs
     over prompts) of ``method`` over ``baseline`` on each path, and of every method on each
     later path over the same method on the eager path; ``comparison`` names the pair."""
-    paths = list(dict.fromkeys(runs["path"]))
+    paths = _eager_first(runs)
     kw = {"n_resamples": n_resamples, "seed": seed}
     parts = [bench.paired_bootstrap(runs, path_method(baseline, path), methods=[path_method(method, path)], **kw)
              .assign(comparison=f"{method} / {baseline}", path=path) for path in paths]
