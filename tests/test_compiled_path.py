@@ -4,9 +4,11 @@ delta fitted per path."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
+import torch
 
 from spec_lib.compiled import StaticDualModeLM
 from spec_lib.studies import bench, compiled_path
@@ -127,8 +129,6 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     # the AR drafter's slots: the longest prefix and the widest method's drafts but the last,
     # exactly (the grid below decodes to the cap with them)
     assert twins["ar_draft"].max_cache_len == longest + 10 - 1 + 4 - 1
-    import torch
-
     worst = torch.arange(longest + 10 - 1) % 5 + 1                # the longest prefix a draft follows
     twins["ar_draft"].reset()
     assert twins["ar_draft"].draft(worst, 4, lambda logits: (logits.argmax(-1), None)).tokens.numel() == 4
@@ -150,9 +150,6 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     assert set(agree["path"]) == set(compiled_path.acceptance_by_path(runs.iloc[::-1])["path"]) == {"compiled"}
     # the negative control: a compiled DEER twin on other weights still gives AR's outputs, and
     # only its acceptance tells
-    import copy
-
-    import torch
     other = copy.deepcopy(drafters[0])
     generator = torch.Generator().manual_seed(3)
     with torch.no_grad():
