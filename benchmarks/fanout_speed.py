@@ -27,7 +27,7 @@ from spec_lib.io import atomic_write_bytes
 from spec_lib.notebook import params
 from spec_lib.provenance import code_key, git_commit
 from spec_lib.studies import bench, fanout
-from spec_lib.training.checkpoints import load_model
+from spec_lib.training.checkpoints import load_model, model_key
 
 NOTEBOOK = "11_packed_ss_greedy"
 SAME = ["slice", "prompt", "sample", "method", "tokens", "nfe", "output", "accepted"]
@@ -56,14 +56,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="at most this many prompts per slice (0: all)")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--allow-malloc-trim", action="store_true",
+                        help="time the workers even when Dask starts them with its malloc trim threshold")
     args = parser.parse_args()
     if args.workers < 1 or args.repeats < 1 or args.limit < 0:
         parser.error("--workers and --repeats must be >= 1, --limit >= 0")
-    model, tokenizer, prompts, methods, caps, p = grid_inputs(args.profile, args.limit)
     client = fanout.connect(f"local:{args.workers}")
     # what the workers were started with (config/dask.yaml unsets Dask's malloc trim threshold)
     worker_environment = {name: sorted(set(client.run(lambda name=name: os.environ.get(name)).values()), key=str)
                           for name in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}
+    if worker_environment["MALLOC_TRIM_THRESHOLD_"] != [None] and not args.allow_malloc_trim:
+        client.close()
+        raise SystemExit(
+            f"the workers run with MALLOC_TRIM_THRESHOLD_={worker_environment['MALLOC_TRIM_THRESHOLD_']} (Dask's "
+            f"default), which slows every decoding worker by about a fifth: Dask did not read config/dask.yaml. "
+            f"Run `make test` or `make reproduce` once (it copies the file to .venv/etc/dask/), or copy "
+            f"config/dask.yaml to ~/.config/dask/; --allow-malloc-trim times the workers as they are")
+    model, tokenizer, prompts, methods, caps, p = grid_inputs(args.profile, args.limit)     # trains on first use
     kwargs = dict(max_new_tokens=caps, temperature=0.0, eos_token_id=tokenizer.eos_token_id, seed=p["seed"])
     walls = {"serial": [], "fanned": []}
     for repeat in range(args.repeats):
@@ -84,6 +93,9 @@ def main() -> None:
         gaps += bench.divergences(model.hf_model, pair, prompts, reference="serial").to_dict("records")
     report = {"profile": args.profile, "workers": args.workers, "repeats": args.repeats,
               "serial_threads": torch.get_num_threads(), "worker_environment": worker_environment,
+              # the vector kernels torch dispatches to here (AVX2 / AVX-512 machines time differently)
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "checkpoint_key": None if p["checkpoint_path"] else model_key(p["model_preset"]),
               "responses": int(len(first)),
               "identical_responses": int(same.sum()), "differing": gaps, "serial_wall_s": walls["serial"], "fanned_wall_s": walls["fanned"],
               "ratio_of_medians": float(np.median(walls["fanned"]) / np.median(walls["serial"])),
