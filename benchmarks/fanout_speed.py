@@ -1,4 +1,4 @@
-"""Notebook 11's greedy grid, serial versus fanned out over a local Dask cluster, in one run.
+"""Notebook 11's greedy grid, serial versus fanned out over Dask workers (a local cluster by default), in one run.
 
 The issue's target: with the prompt x method grid fanned out over 2 local workers, the grid
 of notebook 11 at a profile takes <= 0.7x the serial wall time, with identical outputs.
@@ -8,6 +8,12 @@ Outputs are compared response by response (tokens, NFE, accepted counts); a gree
 is reported with its logit gap, as notebook 11 does (a different thread count can reorder
 float sums).  Runs alternate serial / fanned ``--repeats`` times; the ratio of medians and
 every repeat's ratio are written to the JSON report.
+
+The workers: by default a local cluster of ``--workers`` processes started by
+:func:`spec_lib.notebook.cluster.local_cluster`, which runs them without Dask's malloc trim
+threshold whatever the Dask configuration; ``--cluster ADDRESS`` times the workers of a running
+scheduler instead, and refuses to start when they run with the threshold (start them with
+config/dask.yaml in their Dask configuration; ``--allow-malloc-trim`` times them as they are).
 
     python benchmarks/fanout_speed.py --profile cpu --workers 2 --out benchmarks/results/fanout_cpu.json
 """
@@ -52,26 +58,36 @@ def grid_inputs(profile: str, limit: int | None):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="smoke", choices=["smoke", "cpu"])
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="processes of the local cluster")
+    parser.add_argument("--cluster", default="",
+                        help="a running scheduler's address (tcp://host:8786) instead of a local cluster")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--limit", type=int, default=0, help="at most this many prompts per slice (0: all)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--allow-malloc-trim", action="store_true",
-                        help="time the workers even when Dask starts them with its malloc trim threshold")
+                        help="with --cluster: time the workers even when they run with Dask's malloc trim threshold")
     args = parser.parse_args()
     if args.workers < 1 or args.repeats < 1 or args.limit < 0:
         parser.error("--workers and --repeats must be >= 1, --limit >= 0")
-    client = fanout.connect(f"local:{args.workers}")
-    # what the workers were started with (config/dask.yaml unsets Dask's malloc trim threshold)
+    if args.cluster and (args.cluster == "local" or args.cluster.startswith("local:")):
+        parser.error("--cluster takes a scheduler's address; for a local cluster use --workers N")
+    # a local cluster goes through spec_lib.notebook.cluster.local_cluster (no malloc trim threshold)
+    client = fanout.connect(args.cluster or f"local:{args.workers}")
+    workers = len(client.scheduler_info()["workers"])
+    # what the workers were started with
     worker_environment = {name: sorted(set(client.run(lambda name=name: os.environ.get(name)).values()), key=str)
                           for name in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS")}
-    if worker_environment["MALLOC_TRIM_THRESHOLD_"] != [None] and not args.allow_malloc_trim:
+    if worker_environment["MALLOC_TRIM_THRESHOLD_"] != [None] and not (args.cluster and args.allow_malloc_trim):
         client.close()
+        if not args.cluster:                  # local_cluster unsets it: reaching this is a bug
+            raise SystemExit(f"the local workers run with MALLOC_TRIM_THRESHOLD_="
+                             f"{worker_environment['MALLOC_TRIM_THRESHOLD_']}: local_cluster did not unset it")
         raise SystemExit(
-            f"the workers run with MALLOC_TRIM_THRESHOLD_={worker_environment['MALLOC_TRIM_THRESHOLD_']} (Dask's "
-            f"default), which slows every decoding worker by about a fifth: Dask did not read config/dask.yaml. "
-            f"Run `make test` or `make reproduce` once (it copies the file to .venv/etc/dask/), or copy "
-            f"config/dask.yaml to ~/.config/dask/; --allow-malloc-trim times the workers as they are")
+            f"the workers of {args.cluster} run with MALLOC_TRIM_THRESHOLD_="
+            f"{worker_environment['MALLOC_TRIM_THRESHOLD_']} "
+            f"(Dask's default), which slows every decoding worker by about a fifth. Start them with config/dask.yaml "
+            f"in their Dask configuration (`make` copies it to .venv/etc/dask/; elsewhere ~/.config/dask/), or "
+            f"pass --allow-malloc-trim to time them as they are")
     model, tokenizer, prompts, methods, caps, p = grid_inputs(args.profile, args.limit)     # trains on first use
     kwargs = dict(max_new_tokens=caps, temperature=0.0, eos_token_id=tokenizer.eos_token_id, seed=p["seed"])
     walls = {"serial": [], "fanned": []}
@@ -91,7 +107,8 @@ def main() -> None:
         pair = pd.concat([first[first["method"] == method].assign(method="serial"),
                           fanned[fanned["method"] == method]])
         gaps += bench.divergences(model.hf_model, pair, prompts, reference="serial").to_dict("records")
-    report = {"profile": args.profile, "workers": args.workers, "repeats": args.repeats,
+    report = {"profile": args.profile, "cluster": args.cluster or "local", "workers": workers,
+              "repeats": args.repeats,
               "serial_threads": torch.get_num_threads(), "worker_environment": worker_environment,
               # the vector kernels torch dispatches to here (AVX2 / AVX-512 machines time differently)
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -79,9 +79,8 @@ class AnyOrderLM(PerThreadState):
             self.hf_model.eval()
         return _State(DynamicCache(config=self.config))
 
-    def _forward(self, ids, positions, visible, keep, cache) -> tuple[torch.Tensor, float]:
-        state = self.state
-        mask = to_additive(visible, self.dtype, state.cache_len if cache is not None else 0)[None, None]
+    def _forward(self, ids, positions, mask, keep, cache) -> tuple[torch.Tensor, float]:
+        """``mask``: the ``(1, 1, rows, cached + rows)`` additive mask."""
         started = time.perf_counter()
         with torch.inference_mode():
             out = self.hf_model(input_ids=ids[None].to(self.device), position_ids=positions[None].to(self.device),
@@ -100,17 +99,22 @@ class AnyOrderLM(PerThreadState):
         n = int(tokens.numel())
         if not n:
             return 0.0
-        _, seconds = self._forward(tokens, positions, causal_visible(n, tokens.device), 1, state.cache)
+        mask = to_additive(causal_visible(n, tokens.device), self.dtype, state.cache_len)[None, None]
+        _, seconds = self._forward(tokens, positions, mask, 1, state.cache)
         state.cache_len += n
         return seconds
 
     def call(self, layout: AnyOrderLayout) -> tuple[torch.Tensor, float]:
-        """Logits of ``layout.keep_rows`` over the cache, and model seconds; all rows pending."""
+        """Logits of ``layout.keep_rows`` over the cache, and model seconds; all rows pending.
+
+        The mask is :meth:`AnyOrderLayout.additive`: built once per layout shape and dtype on
+        the model's device, then only the cache columns and the ranks without a draft are
+        written per call."""
         state = self.state
         if state.pending is not None:
             raise RuntimeError("call() again before commit(): the cache would hold unverified rows")
-        logits, seconds = self._forward(layout.input_ids, layout.position_ids, layout.visible(), layout.keep_rows,
-                                        state.cache)
+        mask = layout.additive(self.dtype, state.cache_len, self.device)
+        logits, seconds = self._forward(layout.input_ids, layout.position_ids, mask, layout.keep_rows, state.cache)
         state.pending = layout.rows
         return logits, seconds
 
@@ -142,7 +146,8 @@ class AnyOrderLM(PerThreadState):
         visible = any_order_visible(region, rank, torch.zeros(n + q, dtype=torch.long),
                                     torch.zeros(n + q, dtype=torch.bool))
         ids = torch.cat([tokens.cpu(), torch.full((q,), self.mask_token_id)])
-        logits, _ = self._forward(ids, torch.cat([positions.cpu(), query_positions.cpu()]), visible, q, None)
+        logits, _ = self._forward(ids, torch.cat([positions.cpu(), query_positions.cpu()]),
+                                  to_additive(visible, self.dtype)[None, None], q, None)
         return logits
 
 

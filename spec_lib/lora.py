@@ -25,12 +25,21 @@ The hooks serve inference (the model in eval mode: LoRA dropout is not applied).
 update is added by a forward hook on each LoRA layer.  :class:`ProposalLoRALM` is a
 :class:`~spec_lib.models.DualModeLM` whose proposal rows (segment > 0 in the layout) get the
 update, so every schedule runs on it unchanged.
+
+:func:`adapter_directory` checks an adapter saved by ``peft``'s ``save_pretrained`` without loading
+anything, :func:`check_adapter_fits` checks it against a loaded model, and :func:`apply_adapter`
+wraps a model with it (``peft`` is imported there, not when this module is).  The checkpoint
+loaders call them: :func:`spec_lib.training.checkpoints.load_dual_mode` with ``adapter_path=``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+import warnings
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -102,19 +111,20 @@ class ProposalAdapter:
         lora_a = module.lora_A[self.adapter_name]
         lora_b = module.lora_B[self.adapter_name]
         scaling = module.scaling[self.adapter_name]
-        if self.mode == "paper":                                      # every row computed, proposal rows applied
-            update = lora_b(lora_a(x)) * scaling
-            return output + update * proposal[None, :, None].to(update.dtype)
+        dtype = lora_a.weight.dtype             # inputs in the adapter's dtype (peft keeps it float32 over a
+        if self.mode == "paper":                # bfloat16 base), the update added in the output's; else no-ops
+            update = lora_b(lora_a(x.to(dtype))) * scaling
+            return output + (update * proposal[None, :, None].to(update.dtype)).to(output.dtype)
         span = self._local.span                                       # only proposal rows computed
         if span is not None and x.shape[0] == 1 and lora_b.bias is None:  # in place on the slice: 3 kernels
             start, stop = span
-            hidden = torch.nn.functional.linear(x[0, start:stop], lora_a.weight)
+            hidden = torch.nn.functional.linear(x[0, start:stop].to(dtype), lora_a.weight)
             output[0, start:stop].addmm_(hidden.to(output.dtype), lora_b.weight.t().to(output.dtype), alpha=scaling)
             return output
         index = self._local.index if span is None else torch.arange(*span, device=output.device)
         if index is None or not len(index):
             return output
-        update = lora_b(lora_a(x[:, index])) * scaling
+        update = lora_b(lora_a(x[:, index].to(dtype))) * scaling
         return output.index_add_(1, index, update.to(output.dtype))
 
     def remove(self) -> None:
@@ -149,6 +159,139 @@ class ProposalLoRALM(DualModeLM):
             return super().forward_rows(layout, keep_rows)
         with self.adapter.applied_to(proposal):
             return super().forward_rows(layout, keep_rows)
+
+
+# ----- a peft adapter directory: checked, then applied to a loaded model -----------------------------
+
+#: the weight files of an adapter saved by peft's ``save_pretrained`` (one of them)
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+_PEFT_PREFIX = "base_model.model."                 # peft's prefix of the adapted modules' names on disk
+_LORA_KEYS = (".lora_A.weight", ".lora_B.weight", ".lora_B.bias")
+
+
+@contextmanager
+def quiet_peft():
+    """peft 0.21 reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a
+    model (a FutureWarning naming a site-packages path); only that warning is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of each tensor of a safetensors file (its header only) or a torch pickle."""
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(path, framework="pt") as handle:
+            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+    return {key: tuple(value.shape) for key, value in torch.load(path, map_location="cpu", weights_only=True).items()}
+
+
+def adapter_directory(adapter_path, argument: str = "adapter_path") -> tuple[Path, dict[str, tuple[int, int]]]:
+    """Check a ``peft`` adapter directory before any model is loaded (App. F.2's adapter: plain
+    LoRA on linear layers): ``(path, modules)``, ``modules`` mapping each adapted module's name in
+    the base model to the ``(out_features, in_features)`` its weights expect.
+
+    Raises:
+        TypeError: ``adapter_path`` is not a str or a path.
+        FileNotFoundError: not a directory, no ``adapter_config.json``, or no weights
+            (:data:`ADAPTER_WEIGHTS`).
+        ValueError: an empty path, a config that is not a JSON object, or an adapter the
+            proposal-row hooks cannot gate: another ``peft_type`` than ``"LORA"``, DoRA,
+            ``modules_to_save`` (whole modules, applied to every row), weights of other layers than
+            linear ones, or no LoRA weights.
+    """
+    if not isinstance(adapter_path, (str, os.PathLike)):
+        raise TypeError(f"{argument} must be a local adapter directory (str or Path) or None, got {adapter_path!r}")
+    if not str(adapter_path):
+        raise ValueError(f"{argument} is empty: give the local directory of a peft adapter, or None for no adapter")
+    path = Path(adapter_path)
+    named = f"{argument} {str(path)!r}"
+    if not path.is_dir():
+        raise FileNotFoundError(f"{named} is not a directory: give the local directory peft's save_pretrained "
+                                f"wrote (adapter_config.json and its weights; adapters are never downloaded)")
+    if not (path / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{named} holds no adapter_config.json (a peft adapter saved with save_pretrained)")
+    try:
+        config = json.loads((path / "adapter_config.json").read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{named}: adapter_config.json is not valid JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{named}: adapter_config.json is not a JSON object")
+    if config.get("peft_type") != "LORA":
+        raise ValueError(f"{named} is a peft_type {config.get('peft_type')!r} adapter; a proposal-only adapter is "
+                         f"plain LoRA (peft_type 'LORA')")
+    if config.get("use_dora"):
+        raise ValueError(f"{named} uses DoRA (use_dora true); the proposal-row hooks apply plain LoRA updates "
+                         f"(B A x * scaling) only")
+    if config.get("modules_to_save"):
+        raise ValueError(f"{named} also saves whole modules (modules_to_save {config['modules_to_save']}), which "
+                         f"would apply to every row, the verifier's included; only LoRA layers can be gated per row")
+    weights = next((path / name for name in ADAPTER_WEIGHTS if (path / name).is_file()), None)
+    if weights is None:
+        raise FileNotFoundError(f"{named} has an adapter_config.json but no weights: expected one of "
+                                f"{list(ADAPTER_WEIGHTS)} (peft's save_pretrained writes them)")
+    shapes = _tensor_shapes(weights)
+    other = [key for key in shapes if not key.endswith(_LORA_KEYS)]
+    if other:
+        raise ValueError(f"{named} holds weights the proposal-row hooks do not apply (LoRA on linear layers only), "
+                         f"e.g. {other[:2]}")
+    modules = {}
+    for key, a in shapes.items():
+        if not key.endswith(".lora_A.weight"):
+            continue
+        stem = key[: -len(".lora_A.weight")]
+        b = shapes.get(stem + ".lora_B.weight")
+        name = stem[len(_PEFT_PREFIX):] if stem.startswith(_PEFT_PREFIX) else stem
+        if b is None or len(a) != 2 or len(b) != 2:
+            raise ValueError(f"{named}: {name} has no 2-d lora_A and lora_B weights (LoRA of a linear layer)")
+        modules[name] = (b[0], a[1])
+    if not modules:
+        raise ValueError(f"{named} holds no LoRA weights")
+    return path, modules
+
+
+def check_adapter_fits(hf_model, modules: dict[str, tuple[int, int]], what: str) -> None:
+    """Refuse an adapter (``modules`` from :func:`adapter_directory`) that does not fit
+    ``hf_model``: a module it adapts is missing, is not a linear layer, or has other shapes.
+    ``what`` names both sides in the message."""
+    lacking, wrong = [], []
+    for name, (out_features, in_features) in modules.items():
+        try:
+            module = hf_model.get_submodule(name)
+        except AttributeError:
+            lacking.append(name)
+            continue
+        if not isinstance(module, torch.nn.Linear):
+            wrong.append(f"{name} is a {type(module).__name__}, not a linear layer")
+        elif (module.in_features, module.out_features) != (in_features, out_features):
+            wrong.append(f"{name} maps {module.in_features} -> {module.out_features} features, the adapter "
+                         f"{in_features} -> {out_features}")
+    if lacking:
+        raise ValueError(f"{what}: the model lacks {len(lacking)} of the {len(modules)} modules the adapter adapts, "
+                         f"e.g. {lacking[:3]} (an adapter trained for another base model?)")
+    if wrong:
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise ValueError(f"{what}: {wrong[0]}{more} (an adapter trained for another base model?)")
+
+
+def apply_adapter(hf_model, adapter_path, mask_token_id: int, mode: str = "lean", *,
+                  what: str | None = None) -> ProposalLoRALM:
+    """``hf_model`` (a transformers causal LM, changed in place: ``peft`` wraps its layers) with the
+    ``peft`` LoRA adapter saved in ``adapter_path``, as a :class:`ProposalLoRALM` in ``mode``
+    (seed 000, App. F.2: the update reaches proposal rows only).  The directory and its fit are
+    checked first (:func:`adapter_directory`, :func:`check_adapter_fits`; ``what`` names the
+    pairing in their messages)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    path, modules = adapter_directory(adapter_path)
+    check_adapter_fits(hf_model, modules, what or f"adapter_path {str(path)!r} does not fit the model")
+    from peft import PeftModel
+
+    with quiet_peft():
+        peft_model = PeftModel.from_pretrained(hf_model, path, is_trainable=False)
+    return ProposalLoRALM(peft_model, mask_token_id, mode)
 
 
 def adapter_rows(kind: str, m: int, width: int, mode: str) -> dict[str, int]:

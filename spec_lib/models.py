@@ -92,6 +92,13 @@ class VerifiedCache:
             raise RuntimeError("call() again before commit(): the cache would hold unverified rows")
         return prefix[self.cache_len: -1], prefix[-1:]
 
+    def steady_last(self, prefix: torch.Tensor) -> torch.Tensor | None:
+        """``prefix[-1:]`` when the call has no context rows (every verified token but the last is
+        cached: the steady state), else None; :meth:`split_prefix` without slicing the context."""
+        if self._pending is not None:
+            raise RuntimeError("call() again before commit(): the cache would hold unverified rows")
+        return prefix[-1:] if prefix.numel() - 1 <= self.cache_len else None
+
     def record(self, n_context: int, has_verify: bool, rows: int) -> None:
         self._pending = (n_context, has_verify, rows)
 
@@ -238,21 +245,28 @@ class DualModeLM(PerThreadState):
         return masks.to_additive(layout.visible(), self.state.dtype, cache_len)[None, None]
 
     def layout(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> masks.Layout:
-        """The layout of a call given this thread's cache (steady-state shapes are memoised)."""
+        """The layout of a call given this thread's cache (steady-state shapes are memoised).
+
+        A steady-state call (every verified token but the last cached) is built directly from its
+        shape's :class:`~spec_lib.masks.LayoutTemplate` (:meth:`~spec_lib.masks.LayoutTemplate.fill`);
+        the first call, which processes the prompt, by :func:`spec_lib.masks.build_layout`."""
         session = self.state
-        context, last = session.verified.split_prefix(prefix)
-        start = session.verified.cache_len
-        if context.numel():                                   # first call: processes the prompt
+        verified = session.verified
+        start = verified.cache_len
+        last = verified.steady_last(prefix)
+        if last is None:                                      # first call: processes the prompt
+            context, last = verified.split_prefix(prefix)
             return masks.build_layout(kind, context=context, last=last, draft=draft, width=width,
                                       mask_token_id=self.mask_token_id, start=start)
-        m = draft.numel() if masks.call_kind(kind).verifies else 0
+        n_draft = draft.numel()
+        m = n_draft if masks.call_kind(kind).verifies else 0
         key = (kind, m, width, session.dtype, session.device)   # the model may have been cast or moved
         template = self._templates.get(key)
         if template is None:
             template = masks.LayoutTemplate.build(kind, m, width, self.mask_token_id, session.device,
                                                   session.dtype)
             self._templates[key] = template
-        return template.fill(last, draft[:m], start)
+        return template.fill(last, draft if n_draft == m else draft[:m], start)
 
     def call(self, kind: str, prefix: torch.Tensor, draft: torch.Tensor, width: int) -> CallOutput:
         """One forward call (see :class:`CallOutput`); K/V of all its rows are pending."""

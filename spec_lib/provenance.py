@@ -1,10 +1,13 @@
 """What a result or a checkpoint depends on: the library modules it imports, read from source.
 
-A checkpoint's cache key and a notebook's recorded code version are hashes of the source of
-exactly the ``spec_lib`` modules reachable through import statements from a root (a
-training pipeline module, or a notebook's cells), not of files named by hand: moving a file
-keeps the key honest, editing a module the trainer imports retrains, and editing one it does
-not import (an inference-only layout) does not.
+A checkpoint's cache key and a benchmark's code version are hashes of the code of exactly the
+``spec_lib`` modules reachable through import statements from a root (a training pipeline
+module, a benchmark's entry modules), not of files named by hand: moving a file keeps the key
+honest, editing a module the trainer imports retrains, and editing one it does not import (an
+inference-only layout) does not.  The code is compared as its syntax tree with docstrings
+dropped (:func:`normalized_source`): a comment, a docstring or a reformatting changes no key.
+(A notebook's code version adds a behavioural fingerprint of the decoding core:
+:mod:`spec_lib.notebook.versions`.)
 
 Imports are read with :mod:`ast` from every statement, function bodies included (lazy
 imports count).  ``from package import name`` counts the submodule ``package.name`` when
@@ -66,13 +69,14 @@ def imports_in_source(source: str, importer: str = "", is_package: bool = False)
 
 @lru_cache(maxsize=None)
 def _imports_of(module: str, path: Path, mtime_ns: int) -> frozenset[str]:
-    return frozenset(imports_in_source(path.read_text(), module, path.name == "__init__.py"))
+    return frozenset(imports_in_source(path.read_bytes().decode("utf-8"), module, path.name == "__init__.py"))
 
 
-def closure(roots: Iterable[str]) -> list[str]:
-    """Every ``spec_lib`` module reachable from ``roots`` by imports (roots included), sorted."""
-    seen: set[str] = set()
-    todo = [r for r in roots if module_path(r)]
+def closure(roots: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
+    """Every ``spec_lib`` module reachable from ``roots`` by imports (roots included), sorted;
+    modules in ``exclude`` are neither listed nor followed."""
+    seen: set[str] = set(exclude)
+    todo = [r for r in roots if module_path(r) and r not in seen]
     while todo:
         module = todo.pop()
         if module in seen:
@@ -80,22 +84,51 @@ def closure(roots: Iterable[str]) -> list[str]:
         seen.add(module)
         path = module_path(module)
         todo.extend(_imports_of(module, path, path.stat().st_mtime_ns) - seen)
-    return sorted(seen)
+    return sorted(seen - set(exclude))
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def normalized_source(source: str) -> str:
+    """``source`` as its syntax tree without docstrings, positions or comments (``ast.dump``):
+    equal for two texts that differ only in comments, docstrings and formatting."""
+    return ast.dump(_strip_docstrings(ast.parse(source)), annotate_fields=False, include_attributes=False)
+
+
+@lru_cache(maxsize=None)
+def _normalized_file(path: Path, mtime_ns: int, size: int) -> str:
+    return normalized_source(path.read_bytes().decode("utf-8"))
+
+
+def normalized_module(module: str) -> str:
+    """:func:`normalized_source` of a ``spec_lib`` module's file (cached by its mtime and size)."""
+    path = module_path(module)
+    stat = path.stat()
+    return _normalized_file(path, stat.st_mtime_ns, stat.st_size)
 
 
 def source_hash(modules: Iterable[str], *extra: str | bytes, length: int = 16) -> str:
-    """sha256 of the modules' names and sources, plus ``extra`` parts (configs, notebook text)."""
+    """sha256 of the modules' names and normalized code (:func:`normalized_source`), plus
+    ``extra`` parts (configs, parameters)."""
     digest = hashlib.sha256()
     for module in sorted(modules):
-        digest.update(module.encode() + b"\0" + module_path(module).read_bytes() + b"\0")
+        digest.update(module.encode() + b"\0" + normalized_module(module).encode() + b"\0")
     for part in extra:
         digest.update((part.encode() if isinstance(part, str) else part) + b"\0")
     return digest.hexdigest()[:length]
 
 
-def code_key(roots: Iterable[str], *extra: str | bytes, length: int = 16) -> str:
-    """:func:`source_hash` of the import closure of ``roots``."""
-    return source_hash(closure(roots), *extra, length=length)
+def code_key(roots: Iterable[str], *extra: str | bytes, length: int = 16, exclude: Iterable[str] = ()) -> str:
+    """:func:`source_hash` of the import closure of ``roots``, not following the modules in ``exclude``."""
+    return source_hash(closure(roots, exclude), *extra, length=length)
 
 
 def git_commit() -> str | None:

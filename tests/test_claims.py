@@ -2,9 +2,11 @@
 
 In the manner of recommenders' notebook tests, every headline claim of the README is asserted
 here against ``results/cpu/*.json`` with an explicit tolerance.  Results are also checked for
-staleness: a result whose recorded code version (its notebook, params file and the source of
-every library module it imports) or checkpoint key differs from what the current code computes
-was produced by other code and must be regenerated (``python -m spec_lib.run --profile cpu NN``).
+staleness: a result whose recorded code version (its notebook and parameters, the library code it
+imports, the keys of the models it loads and the behaviour of the decoding core it uses:
+:mod:`spec_lib.notebook.versions`) differs from what the current code computes was produced by
+other code.  It must be regenerated (``python -m spec_lib.run --profile cpu --stale``), and while a
+regeneration is under way it must be listed in the ledger ``results/cpu/STALE.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import json
 import pytest
 
 from spec_lib.notebook.params import NOTEBOOKS_DIR
-from spec_lib.notebook.results import check_published, code_version, results_dir
+from spec_lib.notebook.results import check_published, results_dir
+from spec_lib.notebook.versions import read_ledger, stale_reasons, version_of, version_parts
 from spec_lib.training.any_order import checkpoint_key as any_order_key
 from spec_lib.training.baseline_drafters import baseline_key
 from spec_lib.training.block_drafters import drafter_key
@@ -40,6 +43,11 @@ def results(stem: str) -> dict:
 
 
 def metrics(stem: str) -> dict:
+    """A result's metrics, for a claim about them.  A result listed in the stale ledger was made by
+    other code than this commit's, so no claim is checked against it while a regeneration is under
+    way (its listing is itself checked: :func:`test_result_is_current_or_listed_as_stale`)."""
+    if stem in read_ledger(PROFILE):
+        pytest.skip(f"{stem} is listed in results/cpu/STALE.md (regeneration under way)")
     return results(stem)["metrics"]
 
 
@@ -56,10 +64,30 @@ def row(stem: str, table: str, **where) -> dict:
 # ----- every result is current and whole ------------------------------------------------------------
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)
-def test_result_is_from_the_current_code(stem):
-    recorded = results(stem)["code_version"]
-    assert recorded == code_version(stem, PROFILE), \
-        f"{stem}: results come from other code (stale); regenerate: python -m spec_lib.run --profile cpu {stem}"
+def test_result_is_current_or_listed_as_stale(stem):
+    """A stale result fails unless the ledger lists it; a listed result that is current fails too."""
+    recorded = results(stem)
+    current = version_parts(stem, PROFILE)
+    is_current = recorded["code_version"] == version_of(current)
+    listed = stem in read_ledger(PROFILE)
+    if listed:
+        assert not is_current, f"{stem} is listed in results/cpu/STALE.md but its results are current: " \
+                               f"python -m spec_lib.run --profile cpu --list-stale rewrites the ledger"
+    else:
+        assert is_current, (f"{stem}: results come from other code "
+                            f"({'; '.join(stale_reasons(recorded.get('code_parts'), current))}); regenerate: "
+                            f"python -m spec_lib.run --profile cpu --stale {stem}")
+
+
+def test_readme_states_how_many_results_are_stale():
+    """README, *Results at the cpu profile*: the number of results the ledger lists."""
+    import re
+
+    listed = len(read_ledger(PROFILE))
+    readme = (NOTEBOOKS_DIR.parent / "README.md").read_text()
+    stated = re.search(r"Stale results listed\s+in\s+`results/cpu/STALE.md`:\s+\*\*(\d+)\*\*", readme)
+    assert stated, "the README does not state how many results the ledger lists"
+    assert int(stated.group(1)) == listed, f"README says {stated.group(1)}, the ledger lists {listed}"
 
 
 @pytest.mark.parametrize("stem", NOTEBOOKS)

@@ -1,22 +1,29 @@
 """Proposal-only LoRA (seed 000, App. F.2; spec_lib.lora): verifier rows are bitwise the base
 model's, greedy outputs of every schedule equal the base model's AR output in both adapter
 modes, Table 5's selected / evaluated rows come from the layout, a checkpoint plus an adapter
-on disk loads, and bad input is refused."""
+on disk loads (``load_dual_mode(path, adapter_path=...)``, the one loader: the model peft builds
+over it, in float64 and over a bfloat16 checkpoint, and as notebook 17's models), and bad input,
+an adapter for another base model included, is refused before the checkpoint is read."""
 
 from __future__ import annotations
 
 import copy
+import json
+import shutil
 import warnings
 
 import pytest
 import torch
 
 from spec_lib import decode
-from spec_lib.lora import ProposalAdapter, ProposalLoRALM, adapter_rows
+from spec_lib.architectures import build_qwen3
+from spec_lib.lora import MODES, ProposalAdapter, ProposalLoRALM, adapter_rows
 from spec_lib.models import DualModeLM
+from spec_lib.studies import proposal_lora as study
+from spec_lib.training.checkpoints import load_dual_mode, load_model
 from spec_lib.training.lora_models import load_proposal_lora
 
-from .conftest import MASK_ID, prompts
+from .conftest import MASK_ID, VOCAB, prompts
 
 SCHEDULES = (("linear", 4), ("packed", 4), ("quadratic", 3))
 
@@ -166,3 +173,201 @@ def test_bad_input(trained_hf_model):
         ProposalAdapter(torch.nn.Linear(2, 2), "lean")
     with pytest.raises(ValueError, match="mode must be one of"):
         adapter_rows("packed", 3, 3, "both")
+
+
+# ----- a checkpoint plus an adapter on disk: load_dual_mode(path, adapter_path=...) ------------------
+
+def save_adapter(hf_model, path, seed: int = 0, target_modules=("o_proj",)):
+    """A randomly initialised (non-zero) LoRA adapter of ``hf_model`` saved by peft's save_pretrained."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():                 # peft's notes on transformers and on embedding adapters
+        warnings.simplefilter("ignore")
+        peft_model = get_peft_model(copy.deepcopy(hf_model), LoraConfig(r=4, lora_alpha=8, init_lora_weights=False,
+                                                                        target_modules=list(target_modules)))
+        peft_model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def on_disk(tmp_path_factory):
+    """A tiny Qwen3 checkpoint (MASK id in its config) and an o_proj adapter for it, saved with
+    save_pretrained (seconds: the weights are random)."""
+    root = tmp_path_factory.mktemp("lora_on_disk")
+    base = build_qwen3(VOCAB, hidden_size=32, num_layers=2, num_heads=4, max_positions=128, seed=1)
+    base.config.mask_token_id = MASK_ID
+    base.save_pretrained(root / "base")
+    return root / "base", save_adapter(base, root / "adapter")
+
+
+def peft_reference(base_dir, adapter_dir, mode: str) -> ProposalLoRALM:
+    """What load_proposal_lora built before load_dual_mode took adapter_path: the checkpoint read by
+    load_dual_mode, wrapped by peft directly."""
+    from peft import PeftModel
+
+    dual, _ = load_dual_mode(base_dir, dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        peft_model = PeftModel.from_pretrained(dual.hf_model, adapter_dir, is_trainable=False)
+    return ProposalLoRALM(peft_model, dual.mask_token_id, mode)
+
+
+def first_call(model, kind: str = "packed"):
+    model.reset()
+    return model.call(kind, torch.tensor([1, 2, 3, 4, 5]), torch.tensor([], dtype=torch.long), 4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_load_dual_mode_with_an_adapter_is_the_proposal_lora_model(on_disk, mode):
+    """One loader, three ways in: load_dual_mode(adapter_path=), load_proposal_lora and load_model
+    give the model peft builds over the checkpoint (same draft and verify logits, same greedy
+    decode), and the adapter is live (the drafts differ from the adapter-free checkpoint's)."""
+    base_dir, adapter_dir = on_disk
+    reference = peft_reference(base_dir, adapter_dir, mode)
+    plain = DualModeLM(reference.hf_model, MASK_ID)                     # the same weights, adapter inactive
+    loaded = {"load_dual_mode": load_dual_mode(base_dir, adapter_path=adapter_dir, adapter_mode=mode,
+                                               dtype="float64")[0],
+              "load_proposal_lora": load_proposal_lora(base_dir, adapter_dir, mode=mode, dtype="float64")[0],
+              "load_model": load_model("", str(base_dir), adapter_path=str(adapter_dir), adapter_mode=mode,
+                                       dtype="float64")[0]}
+    expected = {kind: first_call(reference, kind) for kind in ("linear_draft", "packed")}
+    assert not torch.equal(expected["packed"].draft_logits, first_call(plain).draft_logits)
+    prompt = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+    ar = decode(plain, prompt, schedule="ar", width=1, max_new_tokens=16).tokens
+    assert decode(reference, prompt, schedule="linear", width=3, max_new_tokens=16).tokens == ar
+    for name, model in loaded.items():
+        assert type(model) is ProposalLoRALM and model.mode == mode and model.mask_token_id == MASK_ID, name
+        for kind, ref in expected.items():                               # separately loaded copies: to 1e-12
+            out = first_call(model, kind)
+            torch.testing.assert_close(out.draft_logits, ref.draft_logits, rtol=0, atol=1e-12, msg=name)
+            if ref.target_logits is not None:
+                torch.testing.assert_close(out.target_logits, ref.target_logits, rtol=0, atol=1e-12, msg=name)
+        assert decode(model, prompt, schedule="linear", width=3, max_new_tokens=16).tokens == ar, name
+        assert decode(model, prompt, schedule="packed", width=3, max_new_tokens=16).tokens == ar, name
+
+
+def test_a_bfloat16_checkpoint_takes_its_float32_adapter(on_disk):
+    """peft keeps the adapter in float32 over a bfloat16 checkpoint (the gpu profile's dtype): the
+    update is computed in float32 and added in bfloat16; verify rows stay the checkpoint's, bitwise."""
+    base_dir, adapter_dir = on_disk
+    for mode in MODES:
+        model, _ = load_dual_mode(base_dir, adapter_path=adapter_dir, adapter_mode=mode, dtype="bfloat16")
+        plain = DualModeLM(model.hf_model, MASK_ID)
+        out, ref = first_call(model), first_call(plain)
+        assert out.draft_logits.dtype == torch.bfloat16 and torch.equal(out.target_logits, ref.target_logits), mode
+        assert not torch.equal(out.draft_logits, ref.draft_logits), mode
+        assert len(decode(model, [1, 2, 3], schedule="packed", width=3, max_new_tokens=8).tokens) == 8
+
+
+def test_notebook_17_takes_a_checkpoint_and_an_adapter(on_disk):
+    """study.load_models with checkpoint_path + adapter_path (the gpu params' keys): the three LoRA
+    models over one set of weights, the checkpoint without its adapter as the dual-mode model, no
+    training record, nothing of training to check, the MASK id from the config unless given;
+    either path alone is refused."""
+    base_dir, adapter_dir = on_disk
+    dual, lora, _, trained = study.load_models("smoke", "smoke", str(base_dir), str(adapter_dir),
+                                               dtype="float64")
+    assert trained is None and dual is lora["base"] and list(lora) == ["base", *MODES]
+    assert [lora[mode].mode for mode in MODES] == list(MODES)
+    assert lora["paper"].hf_model is lora["lean"].hf_model is dual.hf_model
+    assert study.verifier_bitwise({mode: lora[mode] for mode in MODES}, dual, [[1, 2, 3, 4, 5, 6, 7]], 3) == \
+        {"paper": True, "lean": True}
+    assert study.sources("smoke", "smoke", trained) == {"checkpoint_key": None, "lora_key": None, "record": None}
+    assert study.training_summary(trained) == {"trained_here": False}
+    assert study.losses_decreased(trained) == {} and study.training_checks(trained, 10.0) == {}
+    for checkpoint, adapter in ((str(base_dir), ""), ("", str(adapter_dir))):
+        with pytest.raises(ValueError, match="checkpoint_path and adapter_path go together"):
+            study.load_models("smoke", "smoke", checkpoint, adapter)
+
+
+def _edited_adapter(adapter_dir, path, config=None, keys=None, weights=True):
+    """A copy of ``adapter_dir`` with its config updated, its weight names renamed, or no weights."""
+    from safetensors.torch import load_file, save_file
+
+    path.mkdir()
+    cfg = json.loads((adapter_dir / "adapter_config.json").read_text())
+    (path / "adapter_config.json").write_text(json.dumps({**cfg, **(config or {})}))
+    if weights:
+        tensors = load_file(adapter_dir / "adapter_model.safetensors")
+        save_file({(keys(k) if keys else k): v for k, v in tensors.items()}, path / "adapter_model.safetensors")
+    return path
+
+
+def test_bad_adapters_are_refused_before_the_checkpoint_is_read(on_disk, tmp_path, monkeypatch):
+    import transformers
+
+    base_dir, adapter_dir = on_disk
+
+    def never(*args, **kwargs):
+        raise AssertionError("the checkpoint was read")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    (tmp_path / "empty").mkdir()
+    refused = [
+        ({"adapter_path": adapter_dir, "adapter_mode": "fast"}, ValueError,
+         r"adapter_mode must be one of \['paper', 'lean'\], got 'fast'"),
+        ({"adapter_path": tmp_path / "nowhere"}, FileNotFoundError, r"adapter_path '.*nowhere' is not a directory"),
+        ({"adapter_path": adapter_dir / "adapter_config.json"}, FileNotFoundError, "is not a directory"),
+        ({"adapter_path": tmp_path / "empty"}, FileNotFoundError,
+         "adapter_path '.*empty' holds no adapter_config.json"),
+        ({"adapter_path": ""}, ValueError, "adapter_path is empty: .* or None for no adapter"),
+        ({"adapter_path": 3}, TypeError, r"adapter_path must be a local adapter directory \(str or Path\) or None"),
+        ({"adapter_path": _edited_adapter(adapter_dir, tmp_path / "ia3", {"peft_type": "IA3"})}, ValueError,
+         r"peft_type 'IA3' adapter; a proposal-only adapter is plain LoRA \(peft_type 'LORA'\)"),
+        ({"adapter_path": _edited_adapter(adapter_dir, tmp_path / "dora", {"use_dora": True})}, ValueError, "DoRA"),
+        ({"adapter_path": _edited_adapter(adapter_dir, tmp_path / "saved", {"modules_to_save": ["lm_head"]})},
+         ValueError, "modules_to_save .* the verifier's included"),
+        ({"adapter_path": _edited_adapter(adapter_dir, tmp_path / "bare", weights=False)}, FileNotFoundError,
+         r"no weights: expected one of \['adapter_model.safetensors', 'adapter_model.bin'\]"),
+        ({"adapter_path": _edited_adapter(adapter_dir, tmp_path / "other",
+                                          keys=lambda k: k.replace("o_proj", "out_proj"))}, ValueError,
+         r"does not fit checkpoint_path .*: it adapts \['out_proj'\] layers .* another base model"),
+    ]
+    for kwargs, error, match in refused:
+        with pytest.raises(error, match=match):
+            load_dual_mode(base_dir, **kwargs)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        load_proposal_lora(base_dir, adapter_dir, mode="fast")
+    with pytest.raises(ValueError, match="adapter_path needs checkpoint_path"):
+        load_model("smoke", adapter_path=str(adapter_dir))
+
+
+def test_an_adapter_for_another_base_or_other_layers_is_refused(on_disk, tmp_path):
+    """Shapes are read from the adapter's weights and checked against the loaded checkpoint
+    before peft touches it; an adapter of an embedding layer (not a linear one) is refused."""
+    base_dir, _ = on_disk
+    wider = build_qwen3(VOCAB, hidden_size=64, num_layers=2, num_heads=4, max_positions=128, seed=1)
+    adapter = save_adapter(wider, tmp_path / "wider")
+    with pytest.raises(ValueError, match=r"does not fit checkpoint_path .*: model.layers.0.self_attn.o_proj maps "
+                                         r"32 -> 32 features, the adapter 64 -> 64 \(and 1 more\)"):
+        load_dual_mode(base_dir, adapter_path=adapter)
+    with pytest.raises(ValueError, match="holds weights the proposal-row hooks do not apply"):
+        load_dual_mode(base_dir, adapter_path=save_adapter(wider, tmp_path / "embed",
+                                                           target_modules=("embed_tokens",)))
+
+
+def test_training_checks_read_the_record_of_training_here():
+    """The presets' side of notebook 17's training cell (study helpers over a TrainedLoRA): both
+    losses fell, the adapter's minutes against the budget, and its loss curves."""
+    import types
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from spec_lib.notebook import figures_lora
+
+    rows = [{"stage": stage, "split": split, "step": step, column: 5.0 - step / 10, "other": 0.0}
+            for stage, column in (("AR base", "ce"), ("proposal LoRA", "diffusion"))
+            for split in ("train", "heldout") for step in range(1, 21)]
+    history = pd.DataFrame(rows).assign(accuracy=0.5)
+    for column in ("ce", "diffusion"):
+        history[column] = history[column].fillna(4.0)
+    trained = types.SimpleNamespace(history=history, record={"base_seconds": 120.0, "adapter_seconds": 300.0,
+                                                             "adapter_parameters": 10, "base_parameters": 100})
+    assert study.training_summary(trained)["adapter_minutes"] == 5.0
+    assert study.losses_decreased(trained) == {"AR base": True, "proposal LoRA": True}
+    assert study.training_checks(trained, 10.0) == {"losses_decreased": True, "adapter_training_within_budget": True}
+    assert study.training_checks(trained, 4.0)["adapter_training_within_budget"] is False
+    for record in (trained, None):
+        plt.close(figures_lora.training_curves(record))

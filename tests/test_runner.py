@@ -328,3 +328,40 @@ def test_real_notebooks_declare_their_order_and_gpu_needs():
                 assert any(n.startswith(prefix) for n in needs), f"{stem} calls {call} without needs"
         gpu = params.load_params(path, "gpu").get("device") == "cuda"
         assert (resources.get("GPU", 0) >= 1) == gpu, stem
+
+
+def test_stale_runs_only_stale_notebooks_longest_first_and_keeps_the_ledger(project, capsys):
+    """``--stale``: notebooks without results or with results of other code run, never-timed and
+    longest first; the ledger lists them before anything runs and loses each one as it is
+    published (a failed one stays listed); ``--list-stale`` writes the ledger and runs nothing."""
+    from spec_lib.notebook import versions
+
+    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert run.run_times("smoke")["01_good"] > 0
+    capsys.readouterr()
+    assert run.main(["--profile", "smoke", "--list-stale"]) == 0          # 02 has no results: listed, not run
+    assert set(versions.read_ledger("smoke")) == {"02_bad"}
+    assert versions.read_ledger("smoke")["02_bad"]["why"] == "no results"
+    assert "stale: 02_bad" in capsys.readouterr().err
+    (project / "params" / "smoke" / "01_good.yaml").write_text("n: 4\n")  # 01's results now come from other params
+    before = good_results(project)["code_version"]
+    assert run.main(["--profile", "smoke", "--list-stale"]) == 0
+    ledger = versions.read_ledger("smoke")
+    assert set(ledger) == {"01_good", "02_bad"} and "parameters" in ledger["01_good"]["why"]
+    assert good_results(project)["code_version"] == before                # listing runs nothing
+    assert run.main(["--profile", "smoke", "--no-progress", "--stale"]) == 1   # 02 fails, 01 reruns
+    out = capsys.readouterr()
+    assert out.out.index("02_bad") < out.out.index("01_good")             # never timed: first
+    assert set(versions.read_ledger("smoke")) == {"02_bad"}                # 01 struck off when published
+    assert good_results(project)["metrics"] == {"n": 4}
+    assert run.main(["--profile", "smoke", "--no-progress", "--stale", "01"]) == 0   # nothing stale to run
+    assert "01_good" not in capsys.readouterr().out.split("notebook", 1)[-1]
+
+
+def test_longest_first_orders_by_recorded_run_time(project):
+    run.record_run_time("smoke", "01_good", 5.0)
+    run.record_run_time("smoke", "02_bad", 50.0)
+    plans = run.plan("smoke", [])
+    assert [nb.stem for nb, _ in run.longest_first("smoke", plans)] == ["02_bad", "01_good"]
+    run.record_run_time("smoke", "02_bad", 1.0)
+    assert [nb.stem for nb, _ in run.longest_first("smoke", plans)] == ["01_good", "02_bad"]

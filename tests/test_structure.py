@@ -1,6 +1,7 @@
 """The package's layering and the provenance keys: the decoding core never imports training,
-studies or notebook code; checkpoint keys follow the source of exactly the modules a pipeline
-imports (a loss change retrains, a new layout does not); the repository cites no file it lacks."""
+studies or notebook code; checkpoint keys follow the code (syntax trees, docstrings and comments
+aside) of exactly the modules a pipeline imports (a loss change retrains, a new layout or a comment
+does not); the repository cites no file it lacks."""
 
 from __future__ import annotations
 
@@ -70,8 +71,11 @@ def test_checkpoint_key_changes_with_the_loss_and_not_with_a_new_layout(package_
     predicates = package_copy / "masks" / "predicates.py"
     loss.write_text(loss.read_text().replace("loss = ar + 2 * diffusion_weight", "loss = ar + diffusion_weight"))
     assert _key() == before
-    predicates.write_text(predicates.read_text() + "\n# the training mask's module changed\n")
-    assert _key() != before
+    predicates.write_text(predicates.read_text() + "\n# a comment: the trees are equal, no retraining\n")
+    loss.write_text(loss.read_text().replace('"""', '"""Edited docstring.  ', 1))
+    assert _key() == before
+    predicates.write_text(predicates.read_text() + "\nTRAINING_MASK_EDITED = True\n")
+    assert _key() != before                                        # code of the training mask's module changed
 
 
 def test_dedit_key_follows_its_objective_and_not_its_decoding_or_other_presets(package_copy):

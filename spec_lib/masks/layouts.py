@@ -31,7 +31,8 @@ registered here (B = W + 1, n = position of the first output token after the pre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from enum import Enum
 
 import torch
 
@@ -223,17 +224,71 @@ def _build_ltr(spec: LTRCall, *, context, last, draft, width, mask_token_id, sta
                              else torch.cat([target_rows, draft_rows.reshape(-1)])))
 
 
+class _Piece(Enum):
+    """Markers in :attr:`LayoutTemplate.pieces`: the slot of ``last``, and all of d^(1..m) in
+    order.  Enum members stay the same objects through pickling (a model and its cached templates
+    are sent to Dask workers), so :meth:`LayoutTemplate.fill` can compare them with ``is``."""
+
+    LAST = "last"
+    DRAFT = "draft"
+
+
+_LAST, _DRAFT = _Piece.LAST, _Piece.DRAFT
+
+
 @dataclass(frozen=True)
 class LayoutTemplate:
     """A steady-state layout (no context rows) built once per (kind, m, width).
 
     Relative visibility does not depend on where the call starts, so a call only has to
     write its tokens into the slots and shift the positions (decoder time stays small).
+    :meth:`fill` builds the call's :class:`Layout` directly from pieces precomputed here:
+    the input ids are one ``torch.cat`` of the template's constant runs (MASK padding and
+    masks, App. D.1) with ``last`` and the draft in their slots, the positions one add, and
+    every other field is the template's own tensor.
+
+    Attributes:
+        layout: the template layout, at start 0 with placeholder tokens in the slots and its
+            additive ``new_rows_mask`` memoised.
+        last_slots: rows holding ``last`` (the verify row and the block anchor).
+        draft_slots: rows holding d^(1..m), in order.
+        pieces: (derived) the input ids as runs in row order: ``_Piece.LAST``, ``_Piece.DRAFT`` (all of
+            d^(1..m)), a ``slice`` of the draft, or a constant tensor of the template's ids.
+        plain: (derived) the kind is plain causal (``[last, d^(1..m)]``, no block rows).
     """
 
     layout: Layout
     last_slots: torch.Tensor      # rows holding `last` (the verify row and the block anchor)
     draft_slots: torch.Tensor     # rows holding d^(1..m)
+    pieces: tuple = field(init=False, repr=False, compare=False)
+    plain: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ids = self.layout.input_ids
+        m = int(self.draft_slots.numel())
+        slot: list = [None] * int(ids.numel())                     # None: a constant row of the template
+        for row in self.last_slots.tolist():
+            slot[row] = _LAST
+        for i, row in enumerate(self.draft_slots.tolist()):
+            slot[row] = i
+        pieces, row = [], 0
+        while row < len(slot):                                     # once per shape, not per call
+            end = row + 1
+            if slot[row] is None:
+                while end < len(slot) and slot[end] is None:
+                    end += 1
+                pieces.append(ids[row:end].clone())
+            elif slot[row] is _LAST:
+                pieces.append(_LAST)
+            else:                                                  # a run d^(i+1..j) in consecutive rows
+                first = slot[row]
+                while end < len(slot) and isinstance(slot[end], int) and slot[end] == first + end - row:
+                    end += 1
+                run = (first, first + end - row)
+                pieces.append(_DRAFT if run == (0, m) else slice(*run))
+            row = end
+        object.__setattr__(self, "pieces", tuple(pieces))
+        object.__setattr__(self, "plain", call_kind(self.layout.kind).plain_causal)
 
     @classmethod
     def build(cls, kind: str, m: int, width: int, mask_token_id: int, device, dtype) -> "LayoutTemplate":
@@ -248,16 +303,39 @@ class LayoutTemplate:
         return cls(layout, (ids == -1).nonzero()[:, 0], draft_slots)
 
     def fill(self, last: torch.Tensor, draft: torch.Tensor, start: int) -> Layout:
-        """The layout for a call starting at position ``start`` with these tokens."""
-        plain = call_kind(self.layout.kind).plain_causal
-        if plain:                                                 # [last, d^(1..m)]
+        """The layout for a call starting at position ``start`` with these tokens.
+
+        ``last`` is ``(1,)``, ``draft`` the ``(m,)`` tokens of the template's draft slots (empty
+        for a drafting-only kind).  Equal, field by field, to :meth:`fill_generic`.
+        """
+        if draft.numel() != self.draft_slots.numel():
+            raise ValueError(f"this {self.layout.kind} template has {self.draft_slots.numel()} draft slots, "
+                             f"got {draft.numel()} draft tokens")
+        t = self.layout
+        pieces = self.pieces
+        if len(pieces) == 1 and pieces[0] is _LAST:                # [last]: AR's call, as it is
+            ids = last
+        else:
+            ids = torch.cat([last if p is _LAST else draft if p is _DRAFT
+                             else draft[p] if isinstance(p, slice) else p for p in pieces])
+            if not self.plain and ids.dtype != t.input_ids.dtype:  # block layouts keep the template's dtype
+                ids = ids.to(t.input_ids.dtype)
+        # Block rows read causal keys below sees_upto: shift it with the positions.  Plain
+        # causal calls have no block rows, so their (unused) sees_upto is left as is.
+        sees_upto = t.sees_upto if self.plain else t.sees_upto + start
+        return Layout(kind=t.kind, input_ids=ids, position_ids=t.position_ids + start, segment=t.segment,
+                      sees_upto=sees_upto, roles=t.roles, target_rows=t.target_rows, draft_rows=t.draft_rows,
+                      n_context=0, keep_rows=t.keep_rows, new_rows_mask=t.new_rows_mask)
+
+    def fill_generic(self, last: torch.Tensor, draft: torch.Tensor, start: int) -> Layout:
+        """:meth:`fill` by generic means (the slots written by index, the layout copied with
+        ``dataclasses.replace``): the reference :meth:`fill` is tested against."""
+        if self.plain:                                             # [last, d^(1..m)]
             ids = torch.cat([last, draft]) if draft.numel() else last
         else:
             ids = self.layout.input_ids.clone()
             ids[self.last_slots] = last
             ids[self.draft_slots] = draft
-        # Block rows read causal keys below sees_upto: shift it with the positions.  Plain
-        # causal calls have no block rows, so their (unused) sees_upto is left as is.
-        sees_upto = self.layout.sees_upto if plain else self.layout.sees_upto + start
+        sees_upto = self.layout.sees_upto if self.plain else self.layout.sees_upto + start
         return replace(self.layout, input_ids=ids, position_ids=self.layout.position_ids + start,
                        sees_upto=sees_upto, n_context=0)

@@ -6,8 +6,9 @@ on a worker, so skips, failures, stamps and the published results behave exactly
 serial runner.
 
 * ``--cluster local`` (or ``local:N``) starts a :class:`distributed.LocalCluster` of N worker
-  processes (default 2), one thread each, for the length of the run; any other value is the
-  address of a running scheduler (``tcp://host:8786``).
+  processes (default 2), one thread each, for the length of the run (:func:`local_cluster`:
+  without Dask's malloc trim threshold); any other value is the address of a running scheduler
+  (``tcp://host:8786``), whose workers keep the environment they were started with.
 * **Resources.**  A notebook declares what it needs per profile in its metadata,
   ``{"spec_lib": {"resources": {"gpu": {"GPU": 1}}}}``; without a declaration it needs
   ``{"CPU": 1}``.  Tasks are submitted with those Dask resources, so a worker must offer them
@@ -34,11 +35,13 @@ import uuid
 from pathlib import Path
 
 from ..io import output_root
+from ..training.cache import retrain_requested
 from . import params as params_module
 from .results import recover
 
 DEFAULT_RESOURCES = {"CPU": 1}
-ENVIRONMENT = ("SPEC_LIB_OUTPUT_ROOT", "SPEC_LIB_NOTEBOOKS_DIR", "SPEC_LIB_PARAMS_DIR", "SPEC_LIB_ARTIFACTS")
+ENVIRONMENT = ("SPEC_LIB_OUTPUT_ROOT", "SPEC_LIB_NOTEBOOKS_DIR", "SPEC_LIB_PARAMS_DIR", "SPEC_LIB_ARTIFACTS",
+               "SPEC_LIB_MODELS", "SPEC_LIB_RETRAIN", "SPEC_LIB_FINGERPRINT_CACHE")
 
 
 def declared(notebook: Path, profile: str) -> tuple[dict[str, float], list[str]]:
@@ -72,9 +75,28 @@ def parse_cluster(address: str) -> tuple[str, int | None]:
     return address, None
 
 
+# Dask's nanny starts each worker process with MALLOC_TRIM_THRESHOLD_=65536 (its default
+# ``distributed.nanny.pre-spawn-environ``): glibc then hands freed memory back to the OS at every
+# free above 64 KiB, and the decoders, which allocate and free many small tensors per forward
+# call, decoded notebook 11's grid about 19% slower in a worker than in a plain process.
+TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
+# None unsets a variable in these Dask config keys (distributed.nanny._get_env_variables).
+NO_TRIM_CONFIG = {f"distributed.nanny.pre-spawn-environ.{TRIM_VARIABLE}": None,
+                  f"distributed.nanny.environ.{TRIM_VARIABLE}": None}
+
+
 def local_cluster(workers: int):
     """A local Dask cluster: ``workers`` processes, one thread each, ``CPU=1`` (and ``GPU=1``
-    where torch sees one); no dashboard."""
+    where torch sees one); no dashboard.
+
+    Its workers run without Dask's malloc trim threshold (glibc's own adaptive one), whatever
+    the Dask configuration: the nannies are created under :data:`NO_TRIM_CONFIG`
+    (``distributed.nanny.pre-spawn-environ`` and ``distributed.nanny.environ`` with
+    ``MALLOC_TRIM_THRESHOLD_: null``), and the variable is removed from this process's
+    environment, which worker processes inherit (Dask's nanny writes it there when it starts a
+    worker with its default; it has no effect on a process already running).  Workers added
+    later by ``cluster.scale`` are not covered."""
+    import dask.config
     from distributed import LocalCluster
 
     resources = dict(DEFAULT_RESOURCES)
@@ -85,8 +107,10 @@ def local_cluster(workers: int):
             resources["GPU"] = 1
     except ImportError:                                  # pragma: no cover - torch is a dependency
         pass
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources=resources,
-                        dashboard_address=None)
+    os.environ.pop(TRIM_VARIABLE, None)
+    with dask.config.set(NO_TRIM_CONFIG):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources=resources,
+                            dashboard_address=None)
 
 
 def run_task(notebook: str, profile: str, params: dict, force: bool, environment: dict, *needs_done):
@@ -108,8 +132,10 @@ def run_task(notebook: str, profile: str, params: dict, force: bool, environment
 
 
 def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = False, progress: bool = True,
-                   retries: int = 0) -> int:
-    """Execute the selected notebooks on a Dask cluster; returns the number that failed."""
+                   retries: int = 0, only_stale: bool = False) -> int:
+    """Execute the selected notebooks on a Dask cluster (with ``only_stale``: the stale ones,
+    longest first, keeping the ledger, as :func:`spec_lib.notebook.run.run`); returns the
+    number that failed."""
     from distributed import Client, as_completed
     from tqdm.auto import tqdm
 
@@ -118,7 +144,8 @@ def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = F
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise params_module.ParameterError(f"--retries must be an int >= 0, got {retries!r}")
     address, workers = parse_cluster(cluster)
-    plans = run.plan(profile, names)                                 # every check before any run
+    plans = run.stale_plan(profile, names) if only_stale else run.plan(profile, names)   # checks before any run
+    force = force or only_stale or retrain_requested()
     wanted = {nb.stem: declared(nb, profile) for nb, _ in plans}
     for stem in recover(profile):
         print(f"  {stem}: finished publishing outputs of an interrupted run", file=sys.stderr)
@@ -152,6 +179,7 @@ def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = F
                     stem, status, seconds = stems[future.key], "FAILED", None
                     failure = f"{stem}: failed on the cluster: {type(err).__name__}: {err}"
                 summary[stem] = (status, seconds)
+                run.finished(profile, stem, status, seconds)
                 failures += [failure] if failure else []
                 bar.set_postfix_str(f"{stem}: {status}")
                 bar.update()

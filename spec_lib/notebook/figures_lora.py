@@ -8,6 +8,21 @@ import numpy as np
 import pandas as pd
 
 
+def training_curves(trained):
+    """The AR base's CE and the adapter's diffusion CE over training (``trained``, a
+    :class:`~spec_lib.training.proposal_lora.TrainedLoRA`); for an adapter trained elsewhere
+    (``trained`` None), a figure saying there is no training here to show."""
+    if trained is not None:
+        from .figures_packed import loss_curves
+
+        return loss_curves(trained.history, objectives=("ce", "diffusion"))
+    fig, ax = plt.subplots(figsize=(9, 1.2))
+    ax.text(0.5, 0.5, "adapter trained elsewhere (adapter_path): no training curves in this run", ha="center",
+            va="center")
+    ax.set_axis_off()
+    return fig
+
+
 def table5(table: pd.DataFrame):
     """Model time per iteration (after the first call) per schedule and model, with the rows the
     adapter's update is computed for (evaluated) and applied to (selected) printed on each bar."""

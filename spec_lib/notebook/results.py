@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from ..io import REPO_ROOT, atomic_write_bytes, output_root
-from ..provenance import code_key, git_commit, imports_in_source
-from .params import declared_parameters, notebook_path, params_path
+from ..provenance import git_commit
+from .params import declared_parameters, notebook_path
 
 PROFILES = ("smoke", "cpu", "gpu")
 STAGING = ".staging"
@@ -55,22 +55,12 @@ def figures_dir(profile: str) -> Path:
 
 
 def code_version(notebook: str | Path, profile: str) -> str:
-    """Hash of the notebook's cells, its params file for ``profile`` and the source of every
-    ``spec_lib`` module its cells import (transitively): a result whose recorded version
-    differs from this was produced by other code."""
-    import nbformat
+    """The version of the code that decides the notebook's numbers at ``profile``
+    (:func:`spec_lib.notebook.versions.code_version`): a result whose recorded version differs
+    from this was produced by other code."""
+    from .versions import code_version as version
 
-    nb = nbformat.read(notebook_path(notebook), as_version=4)
-    cells = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    modules = set()
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            try:
-                modules |= imports_in_source(cell.source)
-            except SyntaxError:                 # IPython magics: no imports to read
-                continue
-    params = params_path(notebook, profile)
-    return code_key(modules, cells, params.read_bytes() if params.is_file() else b"")
+    return version(notebook, profile)
 
 
 # ----- staging and publishing ----------------------------------------------------------------------
@@ -212,13 +202,17 @@ def save_results(notebook: str, profile: str, namespace: dict, metrics: dict, ch
     check_profile(profile)
     names = declared_parameters(notebook_path(notebook))
     staged = staging_dir(notebook, profile)
+    from .versions import version_of, version_parts
+
+    parts = version_parts(notebook, profile)
     files = {f"{kind}/{profile}/{p.name}": _sha256(p) for kind in ("results", "figures")
              for p in sorted((staged / kind).glob("*"))}
     payload = {
         "notebook": notebook,
         "profile": profile,
         "parameters": {name: namespace[name] for name in names if name in namespace},
-        "code_version": code_version(notebook, profile),
+        "code_version": version_of(parts),
+        "code_parts": parts,
         "git_commit": git_commit(),
         "metrics": metrics,
         "checks": checks or {},

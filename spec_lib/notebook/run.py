@@ -12,6 +12,14 @@
   lists every notebook with its status, time and results file.
 * A notebook whose source, parameters and imported ``spec_lib`` code are unchanged since
   its last successful run is skipped unless ``--force``.
+* ``--stale`` runs only the notebooks whose committed results are missing or were produced by
+  other code (:mod:`spec_lib.notebook.versions`), longest first (by ``run_times.json``), and keeps
+  the ledger ``results/<profile>/STALE.md``: every stale notebook is listed before the first one
+  starts and struck off the moment its results are published, so a regeneration can be
+  committed notebook by notebook and continued later.  ``--list-stale`` only writes the ledger.
+* Every successful run's wall time goes to ``results/<profile>/run_times.json``.
+* ``--retrain`` ignores the committed models (``models/``): they are trained anew into
+  ``artifacts/`` (:mod:`spec_lib.training.store`).
 * ``--cluster local|local:N|ADDRESS`` runs independent notebooks in parallel on Dask
   (:mod:`spec_lib.notebook.cluster`), with the same skips, failures and results.
 * Params files that cannot be read (not UTF-8, invalid YAML, duplicate keys, a directory)
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,15 +42,16 @@ from ..io import atomic_write_bytes, output_root
 from . import live as live_module
 from . import params as params_module
 from .params import ParameterError, load_params
+from ..training.cache import retrain_requested
 from .results import PROFILES, code_version, recover
 
 KERNEL_NAME = "spec-lib"
 
 
-def _stamp(notebook: Path, params: dict) -> str:
-    """What a run depends on: the notebook's code version (cells, params file, imported
-    library source) and the parameters passed."""
-    blob = json.dumps({"code": code_version(notebook, params["profile"]), "params": params}, sort_keys=True)
+def _stamp(version: str, params: dict) -> str:
+    """What a run depends on: the notebook's code version (:mod:`spec_lib.notebook.versions`)
+    and the parameters passed."""
+    blob = json.dumps({"code": version, "params": params}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -77,9 +87,65 @@ def plan(profile: str, names: list[str]) -> list[tuple[Path, dict]]:
     return [(nb, load_params(nb, profile)) for nb in select_notebooks(names)]
 
 
-def run(profile: str, names: list[str], force: bool = False, progress: bool = True) -> int:
-    """Execute the selected notebooks one after another; returns the number that failed."""
+RUN_TIMES = "run_times.json"
+
+
+def run_times(profile: str) -> dict[str, float]:
+    """Seconds of each notebook's last successful run at ``profile`` (``results/<profile>/run_times.json``)."""
+    path = output_root() / "results" / profile / RUN_TIMES
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record_run_time(profile: str, stem: str, seconds: float) -> None:
+    times = run_times(profile)
+    times[stem] = round(seconds, 1)
+    atomic_write_bytes(output_root() / "results" / profile / RUN_TIMES,
+                       (json.dumps(dict(sorted(times.items())), indent=1) + "\n").encode())
+
+
+def longest_first(profile: str, plans: list[tuple[Path, dict]]) -> list[tuple[Path, dict]]:
+    """``plans`` by decreasing recorded run time (never-timed notebooks first)."""
+    times = run_times(profile)
+    return sorted(plans, key=lambda item: -times.get(item[0].stem, float("inf")))
+
+
+def stale_plan(profile: str, names: list[str], write: bool = True) -> list[tuple[Path, dict]]:
+    """The selected notebooks whose results are missing or stale, longest first; the ledger
+    lists them (when ``write``) before anything runs."""
+    from .versions import list_stale, read_ledger, stale, write_ledger
+
     plans = plan(profile, names)
+    recover(profile)                                  # an interrupted publish counts before staleness
+    found = stale(profile, [nb for nb, _ in plans])
+    if write:
+        selected = {nb.stem for nb, _ in plans}
+        kept = {k: v for k, v in read_ledger(profile).items() if k not in selected}
+        write_ledger(profile, {**kept, **list_stale(profile, found)})
+    for stem, reasons in found.items():
+        print(f"  stale: {stem}: {'; '.join(reasons)}", file=sys.stderr)
+    return longest_first(profile, [(nb, params) for nb, params in plans if nb.stem in found])
+
+
+def finished(profile: str, stem: str, status: str, seconds: float | None) -> None:
+    """After a notebook ran (in this process, whoever executed it): record its time and strike
+    it off the ledger once its results are published."""
+    from .versions import list_stale, read_ledger, stale, write_ledger
+
+    if status != "ok":
+        return
+    record_run_time(profile, stem, seconds)
+    entries = read_ledger(profile)
+    if stem in entries:
+        still = stale(profile, [stem])                # e.g. the code changed again since it started
+        entries.pop(stem)
+        write_ledger(profile, {**entries, **list_stale(profile, still)})
+
+
+def run(profile: str, names: list[str], force: bool = False, progress: bool = True, only_stale: bool = False) -> int:
+    """Execute the selected notebooks one after another (with ``only_stale``: the stale ones,
+    longest first, keeping the ledger); returns the number that failed."""
+    plans = stale_plan(profile, names) if only_stale else plan(profile, names)
+    force = force or only_stale or retrain_requested()        # a retrain reruns what it retrains for
     kernel = ensure_kernel()
     for stem in recover(profile):
         print(f"  {stem}: finished publishing outputs of an interrupted run", file=sys.stderr)
@@ -90,6 +156,7 @@ def run(profile: str, names: list[str], force: bool = False, progress: bool = Tr
             bar.set_postfix_str(notebook.stem)
             status, seconds, failure = run_one(notebook, params, profile, force=force, progress=progress,
                                                kernel=kernel)
+            finished(profile, notebook.stem, status, seconds)
             summary.append((notebook.stem, status, seconds))
             failures += [failure] if failure else []
     bar.close()
@@ -114,16 +181,21 @@ def run_one(notebook: Path, params: dict, profile: str, *, force: bool, progress
     runs = output_root() / "runs" / profile
     runs.mkdir(parents=True, exist_ok=True)
     stamp_path = runs / f"{notebook.stem}.stamp"
-    stamp = _stamp(notebook, params)
-    finished = (output_root() / "results" / profile / f"{notebook.stem}.json").exists()
-    if not force and finished and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
+    version = code_version(notebook, profile)
+    stamp = _stamp(version, params)
+    published = output_root() / "results" / profile / f"{notebook.stem}.json"
+    if not force and published.exists() and stamp_path.exists() and stamp_path.read_text().strip() == stamp:
         return "up to date", None, None
     stamp_path.unlink(missing_ok=True)
     started = time.perf_counter()
     failure = _execute(notebook, runs, params, kernel, progress)
+    seconds = time.perf_counter() - started
+    if failure is None and published.exists() and json.loads(published.read_text()).get("code_version") != version:
+        failure = (f"{notebook.stem}: the code changed while it ran (its results record another code version "
+                   f"than the one it started with); run it again")
     if failure is None:
         atomic_write_bytes(stamp_path, stamp.encode())
-    return ("ok" if failure is None else "FAILED"), time.perf_counter() - started, failure
+    return ("ok" if failure is None else "FAILED"), seconds, failure
 
 
 def _execute(notebook: Path, runs: Path, params: dict, kernel: str, progress: bool) -> str | None:
@@ -170,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=PROFILES, default="cpu", help="parameter profile (default: cpu)")
     parser.add_argument("--force", action="store_true", help="re-run notebooks that are up to date")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--stale", action="store_true",
+                        help="run only the notebooks whose results are missing or stale, longest first, keeping the "
+                             "ledger results/<profile>/STALE.md")
+    parser.add_argument("--list-stale", action="store_true",
+                        help="write the ledger of stale results and print them; run nothing")
+    parser.add_argument("--retrain", action="store_true",
+                        help="ignore the committed models (models/) and train them anew into artifacts/")
     parser.add_argument("--cluster", metavar="ADDRESS",
                         help="run notebooks in parallel on a Dask cluster: 'local', 'local:N' (N worker processes) "
                              "or a scheduler address such as tcp://host:8786 (spec_lib.notebook.cluster)")
@@ -177,15 +256,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --cluster: times Dask re-runs a notebook whose worker was lost (default 0)")
     parser.add_argument("notebooks", nargs="*", help="notebook stems or number prefixes (default: all)")
     args = parser.parse_args(argv)
+    if args.retrain:
+        os.environ["SPEC_LIB_RETRAIN"] = "1"                  # the notebook kernels inherit it
     try:
+        retrain_requested()                                   # a bad SPEC_LIB_RETRAIN fails before any run
+        if args.list_stale:
+            selected = stale_plan(args.profile, args.notebooks)
+            from .versions import ledger_path, read_ledger
+
+            listed = read_ledger(args.profile)
+            print(f"{len(selected)} of the selected notebooks stale; {len(listed)} listed in "
+                  f"{ledger_path(args.profile).relative_to(output_root()).as_posix()}")
+            return 0
         if args.cluster:
             from .cluster import run_on_cluster
 
             failed = run_on_cluster(args.profile, args.notebooks, args.cluster, force=args.force,
-                                    progress=not args.no_progress, retries=args.retries)
+                                    progress=not args.no_progress, retries=args.retries, only_stale=args.stale)
         else:
-            failed = run(args.profile, args.notebooks, force=args.force, progress=not args.no_progress)
-    except ParameterError as err:
+            failed = run(args.profile, args.notebooks, force=args.force, progress=not args.no_progress,
+                         only_stale=args.stale)
+    except (ParameterError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1 if failed else 0

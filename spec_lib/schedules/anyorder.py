@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import lru_cache
 
 import torch
 
@@ -71,7 +72,13 @@ def _policy(order) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
 
 
 def _ordered(policy, window: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """The policy's permutation of ``window``, checked."""
+    """The policy's permutation of ``window``, checked (the built-in orders are permutations
+    by construction and write into neither argument, so they are neither checked nor given
+    copies)."""
+    if policy is ltr_order:
+        return window
+    if policy is confidence_order:
+        return confidence_order(window, scores)
     pi = policy(window.clone(), scores.clone())
     pi = torch.as_tensor(pi)
     if (pi.dim() != 1 or pi.dtype not in (torch.int64, torch.int32) or pi.numel() != window.numel()
@@ -81,11 +88,18 @@ def _ordered(policy, window: torch.Tensor, scores: torch.Tensor) -> torch.Tensor
     return pi.long()
 
 
+@lru_cache(maxsize=64)
+def _index(value: int, device: torch.device) -> torch.Tensor:
+    """``tensor([value])`` on ``device``, built once (read-only)."""
+    return torch.tensor([value], device=device)
+
+
 def _predict(logits: torch.Tensor, mask_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Argmax and its probability per row (MASK is never predicted)."""
+    """Argmax and its probability per row (MASK is never predicted); rows are independent,
+    so predicting a block of rows at once equals predicting them one group at a time."""
     logits = logits.double()
     if mask_token_id < logits.shape[-1]:
-        logits = logits.index_fill(-1, torch.tensor([mask_token_id], device=logits.device), -torch.inf)
+        logits = logits.index_fill(-1, _index(mask_token_id, logits.device), -torch.inf)
     probs = logits.softmax(-1)
     best = probs.max(-1)
     return best.indices, best.values
@@ -278,8 +292,11 @@ def _speculative_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Te
                               mask_token_id=mask_id, ablation=run.ablation)
     logits, seconds = model.call(lay)
     run.counted(lay.rows, seconds, lay.kind)
-    verified, top = _predict(logits[:u], mask_id)                # v at every rank (rows M_1..M_u)
-    kappa = int((drafts >= 0).long().cumprod(0).sum())
+    if schedule == "packed":                                     # M rows and R rows, predicted together
+        tokens_all, probs_all = _predict(logits, mask_id)
+        verified, top = tokens_all[:u], probs_all[:u]
+    else:
+        verified, top = _predict(logits[:u], mask_id)            # v at every rank (rows M_1..M_u)
     h = int(((drafts == verified) & (drafts >= 0)).long().cumprod(0).sum())
     accepted = min(h + 1, u)
     model.commit(p + h)                                          # N and the accepted O rows
@@ -288,8 +305,10 @@ def _speculative_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Te
     branch = 0
     if schedule == "linear":
         next_tokens, next_scores = None, top                     # Linear: the verifier's top probability
-    else:
-        branch = min(h, u - 1) if schedule == "quadratic" else 0
+    elif schedule == "packed":
+        next_tokens, next_scores = tokens_all[u:], probs_all[u:]
+    else:                                                        # Quadratic: only the selected branch
+        branch = min(h, u - 1)
         next_tokens, next_scores = _predict(logits[u:].reshape(-1, u, logits.shape[-1])[branch], mask_id)
     survived = run.accept(pi[:accepted], verified[:accepted], cached)
     run.accepted.append(survived)
@@ -302,6 +321,7 @@ def _speculative_step(run: _AnyOrderRun, schedule: str, policy, window: torch.Te
         run.draft[pi[rest]] = next_tokens[rest]
     run.score[pi[rest]] = next_scores[rest]
     if run.trace is not None:
+        kappa = int((drafts >= 0).long().cumprod(0).sum())
         run.trace.append({"order": pi.tolist(), "kappa": kappa, "h": h, "accepted": accepted, "end": run.end,
                           "drafts": drafts.tolist(), "verified": verified[: min(kappa + 1, u)].tolist(),
                           "drafted": ({int(j): int(t) for j, t in zip(pi[rest], next_tokens[rest])}

@@ -6,7 +6,11 @@ the methods of a paired comparison share one machine's clock; the rows come back
 serial run's table (in the same order), and the notebook computes aggregates and bootstrap
 intervals from them exactly as before.  Dask ``distributed`` does the scheduling and the data
 movement: the model and the methods (with their drafters) are scattered to every worker
-once.  Each worker process runs one job at a time with ``threads`` torch threads.
+once.  Each worker process runs one job at a time with ``threads`` torch threads.  Jobs are
+submitted longest first (prompt length plus the slice's cap on new tokens,
+:func:`submission_order`), so the last job to start is a short one; the rows still come back
+in grid order.  A local cluster (:func:`connect` ``"local:N"``) runs its workers without Dask's
+malloc trim threshold (:func:`spec_lib.notebook.cluster.local_cluster`).
 
 Greedy outputs, NFE and acceptance equal the serial run's as long as the model computes the
 same logits on the workers (same device, dtype and thread count; a different thread count
@@ -18,6 +22,7 @@ for any greedy comparison).  Sampled outputs use the same per-(prompt, sample) s
 from __future__ import annotations
 
 import atexit
+import uuid
 
 import torch
 from tqdm.auto import tqdm
@@ -60,17 +65,34 @@ def _job(payload: tuple, job: int, spec: tuple, settings: dict, threads: int) ->
     return bench.job_rows(model, methods, job, spec, settings)
 
 
+def expected_cost(spec: tuple, settings: dict) -> int:
+    """What a job is expected to cost, known before it runs: the prompt's length plus its
+    slice's cap on new tokens (``spec = (slice, index, sample, token ids)``; every job is
+    decoded by the same methods, and a response ends at the cap unless EOS comes first)."""
+    return len(spec[3]) + settings["max_new_tokens"][spec[0]]
+
+
+def submission_order(jobs: list[tuple], settings: dict) -> list[int]:
+    """The jobs' indices, longest first by :func:`expected_cost` (ties in grid order): the
+    order :func:`run_jobs` submits them in, so that no long job starts last and leaves the
+    other workers idle at the end."""
+    return sorted(range(len(jobs)), key=lambda job: (-expected_cost(jobs[job], settings), job))
+
+
 def run_jobs(client, model, methods: list, jobs: list[tuple], settings: dict, *, threads: int = 1,
              progress: bool = True) -> list[dict]:
     """The rows of every job of :func:`spec_lib.studies.bench.run_grid`, computed on the
-    client's workers; in job order."""
+    client's workers: submitted longest first (:func:`submission_order`), returned in job
+    order."""
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an int >= 1, got {threads!r}")
     if not client.scheduler_info().get("workers"):
         raise RuntimeError("the Dask cluster has no workers: start some, or pass client=None for a serial run")
-    payload = client.scatter({"grid": (model, list(methods))}, broadcast=True, hash=False)["grid"]
-    futures = [client.submit(_job, payload, job, spec, settings, threads, pure=False, priority=-job)
-               for job, spec in enumerate(jobs)]
+    key = f"grid-{uuid.uuid4().hex}"      # a key of its own: a grid's cancel must not reach the next grid's payload
+    payload = client.scatter({key: (model, list(methods))}, broadcast=True, hash=False)[key]
+    futures = [None] * len(jobs)
+    for rank, job in enumerate(submission_order(jobs, settings)):       # Dask runs higher priorities first
+        futures[job] = client.submit(_job, payload, job, jobs[job], settings, threads, pure=False, priority=-rank)
     from distributed import as_completed
 
     for _ in tqdm(as_completed(futures), total=len(futures), desc="decoding (fanned out)", disable=not progress):

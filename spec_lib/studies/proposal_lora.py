@@ -1,5 +1,10 @@
 """Studies behind notebook 17: proposal-only LoRA (seed 000, App. F.2, Tables 4-5).
 
+* :func:`load_models`: the models compared, from presets trained here or from a local checkpoint
+  plus a proposal-only adapter trained elsewhere (``checkpoint_path`` + ``adapter_path``);
+  :func:`sources`, :func:`training_summary`, :func:`losses_decreased` and :func:`training_checks`
+  say where they came from and how their training went (nothing to check for an adapter trained
+  elsewhere).
 * :func:`runners`: AR, Linear-SS, Packed-SS and Quadratic-SS on each model (the dual-mode model
   of notebook 10, and the AR base with its adapter in ``paper`` and ``lean`` mode), one
   interleaved grid (:func:`spec_lib.studies.grid.run_grid`).
@@ -26,6 +31,55 @@ from .bench import paired_bootstrap
 
 #: schedules of Tables 4-5 (AR is the reference of the identity check)
 SCHEDULES = ("ar", "linear", "packed", "quadratic")
+
+
+def load_models(model_preset: str, lora_preset: str, checkpoint_path: str = "", adapter_path: str = "", *,
+                dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False,
+                mask_token_id: int | None = None):
+    """``(dual, lora, tokenizer, trained)``: the dual-mode model beside the LoRA models, the LoRA
+    models ``{"base", "paper", "lean"}`` over one set of weights
+    (:func:`spec_lib.training.lora_models.every_mode`), the tokenizer, and the adapter's training
+    record or None.
+
+    * Both paths empty: notebook 10's model of ``model_preset`` and the AR base + adapter of
+      ``lora_preset``, trained here on first use
+      (:func:`~spec_lib.training.lora_models.load_lora_preset`); they must share a tokenizer.
+    * ``checkpoint_path`` and ``adapter_path``: a local checkpoint plus a proposal-only adapter
+      trained elsewhere (:func:`~spec_lib.training.checkpoints.load_dual_mode` with
+      ``adapter_path``; the presets are not used); ``dual`` is then the checkpoint without its
+      adapter (``lora["base"]``: its own diffusion mode), and ``trained`` is None; the MASK id is
+      ``mask_token_id`` (None or negative: the checkpoint's config or tokenizer).
+    """
+    if bool(checkpoint_path) != bool(adapter_path):
+        raise ValueError(f"checkpoint_path and adapter_path go together (a checkpoint and the proposal-only adapter "
+                         f"trained for it), or both stay empty for the presets; got checkpoint_path "
+                         f"{checkpoint_path!r}, adapter_path {adapter_path!r}")
+    from ..training.checkpoints import load_model
+    from ..training.lora_models import load_lora_checkpoint, load_lora_preset
+
+    if checkpoint_path:
+        mask = None if mask_token_id is None or mask_token_id < 0 else mask_token_id
+        lora, tokenizer = load_lora_checkpoint(checkpoint_path, adapter_path, mask_token_id=mask, dtype=dtype,
+                                               device=device, trust_remote_code=trust_remote_code)
+        return lora["base"], lora, tokenizer, None
+    dual, tokenizer = load_model(model_preset, dtype=dtype, device=device)
+    lora, lora_tokenizer, trained = load_lora_preset(lora_preset, dtype=dtype, device=device)
+    if lora_tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"model_preset {model_preset!r} and lora_preset {lora_preset!r} tokenize differently; "
+                         f"both must use notebook 10's tokenizer")
+    return dual, lora, tokenizer, trained
+
+
+def sources(model_preset: str, lora_preset: str, trained) -> dict:
+    """For a run's results: the checkpoint keys of the presets and the adapter's training record,
+    or None each for a checkpoint plus an adapter given by path (``trained`` None; the paths name
+    a machine, so they are not recorded)."""
+    if trained is None:
+        return {"checkpoint_key": None, "lora_key": None, "record": None}
+    from ..training.checkpoints import model_key
+    from ..training.proposal_lora import lora_key
+
+    return {"checkpoint_key": model_key(model_preset), "lora_key": lora_key(lora_preset), "record": trained.record}
 
 
 def runners(models: dict, block: int, block_quadratic: int) -> list[grid.Runner]:
@@ -110,8 +164,13 @@ def lean_vs_paper(runs: pd.DataFrame, lean: str, paper: str, n_resamples: int, s
     return pd.DataFrame(rows)
 
 
-def training_summary(history: pd.DataFrame, record: dict) -> dict:
-    """Training times and the last held-out losses of the AR base and the adapter."""
+def training_summary(trained) -> dict:
+    """Training times and the last held-out losses of the AR base and the adapter (``trained``,
+    a :class:`~spec_lib.training.proposal_lora.TrainedLoRA`); for an adapter trained elsewhere
+    (``trained`` None) only ``{"trained_here": False}``."""
+    if trained is None:
+        return {"trained_here": False}
+    history, record = trained.history, trained.record
     held = history[history["split"] == "heldout"]
     last = held.groupby("stage").tail(1).set_index("stage")
     return {"base_minutes": record["base_seconds"] / 60, "adapter_minutes": record["adapter_seconds"] / 60,
@@ -121,13 +180,26 @@ def training_summary(history: pd.DataFrame, record: dict) -> dict:
             "adapter_heldout_accuracy": float(last.loc["proposal LoRA", "accuracy"])}
 
 
-def losses_decreased(history: pd.DataFrame, window: int = 5) -> dict[str, bool]:
-    """Whether the AR base's CE and the adapter's diffusion CE ended below where they started."""
+def losses_decreased(trained, window: int = 5) -> dict[str, bool]:
+    """Whether the AR base's CE and the adapter's diffusion CE ended below where they started
+    (``{}`` for an adapter trained elsewhere, ``trained`` None)."""
+    if trained is None:
+        return {}
+    history = trained.history
     out = {}
     for stage, column in (("AR base", "ce"), ("proposal LoRA", "diffusion")):
         rows = history[(history["stage"] == stage) & (history["split"] == "train")][column]
         out[stage] = bool(len(rows) >= 2 * window and rows.iloc[-window:].mean() < rows.iloc[:window].mean())
     return out
+
+
+def training_checks(trained, budget_minutes: float) -> dict[str, bool]:
+    """The notebook's checks of training here: both losses decreased and the adapter trained
+    within ``budget_minutes``; none for an adapter trained elsewhere (``trained`` None)."""
+    if trained is None:
+        return {}
+    return {"losses_decreased": all(losses_decreased(trained).values()),
+            "adapter_training_within_budget": training_summary(trained)["adapter_minutes"] <= budget_minutes}
 
 
 def verifier_bitwise(adapted: dict, base, prompts: list[list[int]], width: int) -> dict[str, bool]:

@@ -37,10 +37,9 @@ import numpy as np
 import torch
 
 from ..architectures import build_qwen3
-from ..io import atomic_directory
 from ..masks.predicates import to_additive
 from . import data
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .loop import fit
 
 PIPELINE = "spec_lib.training.any_order"
@@ -280,8 +279,8 @@ def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
               "wall_seconds": time.perf_counter() - wall_started,
               "parameters": int(sum(p.numel() for p in model.parameters())), "mask_token_id": int(mask_id),
               "history": history}
-    path = artifacts_dir() / "anyorder" / checkpoint_key(profile, name)
-    with atomic_directory(path) as tmp:
+    path = checkpoint_dir("anyorder", checkpoint_key(profile, name))
+    with checkpoint_writer(path) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / "record.json").write_text(json.dumps(record, indent=1))
@@ -290,7 +289,7 @@ def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
 
 def load_or_train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
     """The cached checkpoint of a preset, trained first if missing."""
-    path = artifacts_dir() / "anyorder" / checkpoint_key(profile, name)
+    path = checkpoint_dir("anyorder", checkpoint_key(profile, name))
     if not (path / "record.json").is_file():
         return train(profile, name, progress)
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast

@@ -40,10 +40,9 @@ import torch.nn.functional as F
 from ..drafters.domino import DominoConfig, DominoNetwork
 from ..drafters.dspark import DSparkConfig, DSparkNetwork
 from ..drafters.feature_block import build_feature_block_drafter
-from ..io import atomic_directory
 from . import block_edit
 from .block_edit import IGNORE, AnchorBatch, gamma_for, weighted_ce
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .dedit import DEditConfig, load_target, replace_block_size, teacher_set
 from .loop import fit
 from .presets import PRESETS
@@ -294,10 +293,10 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
 
 def save_baselines(config: BaselineConfig, progress: bool = True):
     """Train ``config``'s heads unless cached; the checkpoint directory (written atomically)."""
-    path = artifacts_dir() / "baselines" / baseline_cache_key(config)
+    path = checkpoint_dir("baselines", baseline_cache_key(config))
     if not (path / "record.json").exists():
         networks, history, record = train_baselines(config, progress)
-        with atomic_directory(path) as tmp:
+        with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)

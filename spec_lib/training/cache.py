@@ -2,19 +2,35 @@
 
 A checkpoint is saved with ``save_pretrained`` under ``artifacts/<kind>/<key>/`` and loaded
 with ``from_pretrained(local_files_only=True)``.  Its key hashes the configuration, the data
-fingerprint and the source of every ``spec_lib`` module the training pipeline imports
-(:func:`spec_lib.provenance.code_key`): changing a loss or the loop retrains, adding an
-inference-only layout does not.
+fingerprint and the code of every ``spec_lib`` module the training pipeline imports
+(:func:`spec_lib.provenance.code_key`, syntax trees without docstrings): changing a loss or the
+loop retrains, adding an inference-only layout or editing a comment does not.  The modules that
+only decide *where* a checkpoint lives or how keys are hashed (:data:`BOOKKEEPING`) are left out.
+
+**Committed checkpoints.**  The models behind the committed results are in the repository,
+under ``models/<kind>/<key>/`` with a ``manifest.json`` (:mod:`spec_lib.training.store`).
+:func:`checkpoint_dir` returns that folder when it exists, so a fresh clone loads the committed
+weights instead of training; with ``SPEC_LIB_RETRAIN=1`` (``python -m spec_lib.run --retrain``)
+it returns the artifacts folder instead, where the model is trained anew.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import platform
 from pathlib import Path
 
-from ..io import output_root
+from ..io import REPO_ROOT, atomic_directory, output_root
 from ..provenance import code_key
+
+#: Modules every pipeline imports that decide no weights: file locations, atomic writes, hashing.
+BOOKKEEPING = ("spec_lib.io", "spec_lib.provenance", "spec_lib.training.cache")
+MANIFEST = "manifest.json"
+TRAINED_ON = "trained_on.json"
+RETRAIN_ENV = "SPEC_LIB_RETRAIN"
 
 
 def artifacts_dir() -> Path:
@@ -22,7 +38,142 @@ def artifacts_dir() -> Path:
     return Path(os.environ.get("SPEC_LIB_ARTIFACTS", output_root() / "artifacts")).resolve()
 
 
+def committed_dir() -> Path:
+    """Where the committed checkpoints are: ``SPEC_LIB_MODELS`` or ``<repository>/models``."""
+    return Path(os.environ.get("SPEC_LIB_MODELS", REPO_ROOT / "models")).resolve()
+
+
+def retrain_requested() -> bool:
+    """Whether committed checkpoints are to be ignored (``SPEC_LIB_RETRAIN=1``)."""
+    value = os.environ.get(RETRAIN_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{RETRAIN_ENV} must be '0' or '1' (or unset), got {value!r}")
+    return value == "1"
+
+
+def checkpoint_dir(kind: str, key: str) -> Path:
+    """The folder of checkpoint ``kind/key``: the committed one (``models/<kind>/<key>/``, checked
+    against its manifest's sha256 on first use in a process) unless a retrain is requested, else
+    ``artifacts/<kind>/<key>/`` (which may not exist yet: the caller trains into it)."""
+    committed = committed_dir() / kind / key
+    if (committed / MANIFEST).is_file() and not retrain_requested():
+        _verified(committed)
+        return committed
+    return artifacts_dir() / kind / key
+
+
+_VERIFIED: set[Path] = set()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+#: Files an operating system or an interpreter drops into folders, never part of a checkpoint.
+JUNK = (".DS_Store", "Thumbs.db", "desktop.ini")
+
+
+def _is_junk(rel: Path) -> bool:
+    return rel.name in JUNK or "__pycache__" in rel.parts or rel.name.startswith("._")
+
+
+def checkpoint_files(path: Path) -> list[str]:
+    """Every file under a checkpoint folder but its manifest (and operating-system junk such as
+    ``.DS_Store``), as sorted POSIX paths relative to it."""
+    path = Path(path)
+    return sorted(p.relative_to(path).as_posix() for p in path.rglob("*")
+                  if p.is_file() and p.name != MANIFEST and not _is_junk(p.relative_to(path)))
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest of a committed checkpoint folder, checked to be a JSON object with ``key`` and
+    ``files``.
+
+    Raises:
+        ValueError: naming the file, when it is not such an object.
+    """
+    file = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(file.read_bytes())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{file}: not a readable JSON manifest ({err}); restore it with git or recommit the "
+                         f"checkpoint (python -m spec_lib.training.store commit)") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) or "key" not in manifest:
+        raise ValueError(f"{file}: a manifest is a JSON object with 'key' and 'files' (path -> sha256)")
+    return manifest
+
+
+def verify_checkpoint(path: Path) -> list[str]:
+    """What is wrong with a committed checkpoint folder against its manifest: a missing, changed
+    or unlisted file, a key other than the folder's name, an unreadable manifest.  Empty when it
+    is whole."""
+    path = Path(path)
+    try:
+        manifest = read_manifest(path)
+    except ValueError as err:
+        return [str(err)]
+    listed = manifest["files"]
+    problems = [] if manifest.get("key") == path.name else \
+        [f"manifest key {manifest.get('key')!r} is not the folder's name {path.name!r}"]
+    for rel, digest in sorted(listed.items()):
+        if not (path / rel).is_file():
+            problems.append(f"missing {rel}")
+        elif sha256_file(path / rel) != digest:
+            problems.append(f"changed since it was committed: {rel} (sha256 differs)")
+    problems += [f"not in the manifest: {rel}" for rel in checkpoint_files(path) if rel not in listed]
+    return problems
+
+
+def _verified(path: Path) -> None:
+    if path in _VERIFIED:
+        return
+    problems = verify_checkpoint(path)
+    if problems:
+        raise RuntimeError(f"committed checkpoint {path.name} ({path.parent.name}) does not match its manifest: "
+                           f"{'; '.join(problems[:3])}; restore it with git (git checkout -- models/ and, for "
+                           f"files git does not know, git clean -n models/ then -f) or retrain with {RETRAIN_ENV}=1")
+    _VERIFIED.add(path)
+
+
+def weights_id(kind: str, key: str) -> str:
+    """Which weights a load of ``kind/key`` uses: ``committed:<digest of the manifest's file list>``
+    (float32 and float16 commits of one key differ here), or ``artifacts`` when the model comes
+    from (or will be trained into) the artifacts folder."""
+    committed = committed_dir() / kind / key
+    if (committed / MANIFEST).is_file() and not retrain_requested():
+        files = read_manifest(committed)["files"]
+        return "committed:" + hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    return "artifacts"
+
+
+def machine() -> dict:
+    """What a training run's numbers depend on besides the code: torch, Python, and the CPU vector
+    instruction set torch dispatched to (training is reproducible on one ISA, not across ISAs)."""
+    import torch
+
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
+            "python": platform.python_version(), "machine": platform.machine()}
+
+
+@contextlib.contextmanager
+def checkpoint_writer(path: Path):
+    """Yield a temporary folder to save a trained checkpoint into; on success it replaces
+    ``path`` whole (:func:`spec_lib.io.atomic_directory`) with ``trained_on.json`` (:func:`machine`)
+    added.  Committed checkpoints are never written: retrained models go to the artifacts folder."""
+    path = Path(path).resolve()
+    if path.is_relative_to(committed_dir()):
+        raise RuntimeError(f"refusing to write into the committed models ({path}): train into the artifacts folder "
+                           f"({RETRAIN_ENV}=1) and commit with python -m spec_lib.training.store commit")
+    with atomic_directory(path) as tmp:
+        yield tmp
+        (tmp / TRAINED_ON).write_text(json.dumps(machine(), indent=2))
+
+
 def cache_key(pipeline_module: str, **parts) -> str:
     """Key of a checkpoint trained by ``pipeline_module`` with these JSON-able ``parts``
     (configs, data fingerprint, keys of the models it starts from)."""
-    return code_key([pipeline_module], json.dumps(parts, sort_keys=True, default=str))
+    return code_key([pipeline_module], json.dumps(parts, sort_keys=True, default=str), exclude=BOOKKEEPING)

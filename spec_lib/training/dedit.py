@@ -34,9 +34,8 @@ import pandas as pd
 import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter
-from ..io import atomic_directory
 from . import block_edit, teacher_sets
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .loop import fit
 from .presets import PRESETS
 from .self_speculative import checkpoint_key, load_or_train
@@ -220,7 +219,7 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
 
 def saved_at(config: DEditConfig) -> Path:
     """Where the drafters of ``config`` are (or will be) cached."""
-    return artifacts_dir() / "dedit" / dedit_cache_key(config)
+    return checkpoint_dir("dedit", dedit_cache_key(config))
 
 
 def save_block_drafters(config: DEditConfig, progress: bool = True) -> Path:
@@ -228,7 +227,7 @@ def save_block_drafters(config: DEditConfig, progress: bool = True) -> Path:
     path = saved_at(config)
     if not (path / "record.json").exists():
         networks, history, record = train_block_drafters(config, progress)
-        with atomic_directory(path) as tmp:
+        with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)

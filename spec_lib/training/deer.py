@@ -35,9 +35,8 @@ import pandas as pd
 import torch
 
 from ..architectures import build_qwen3
-from ..io import atomic_directory
 from . import d2a, next_token
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .teacher_sets import corpus_streams, teacher_set
 from .loop import fit
 from .presets import PRESETS
@@ -271,7 +270,7 @@ def train_deer(config: D2AConfig, progress: bool = True) -> DeerTraining:
 
 def save_deer(trained: DeerTraining, path: Path) -> Path:
     """Every drafter with ``save_pretrained``, plus history and record, written atomically."""
-    with atomic_directory(path) as tmp:
+    with checkpoint_writer(path) as tmp:
         for name, hf_model in trained.hf_models.items():
             hf_model.save_pretrained(tmp / name)
         trained.history.to_csv(tmp / "history.csv", index=False)
@@ -284,7 +283,7 @@ def load_or_train_deer(config: D2AConfig, progress: bool = True, dtype: torch.dt
     """The drafters of ``config``: cached, or trained now and cached."""
     from transformers import AutoModelForCausalLM
 
-    path = artifacts_dir() / "drafters" / deer_cache_key(config)
+    path = checkpoint_dir("drafters", deer_cache_key(config))
     if not (path / "record.json").exists():
         save_deer(train_deer(config, progress=progress), path)
     hf_models = {n: AutoModelForCausalLM.from_pretrained(path / n, local_files_only=True, dtype=dtype).to(device).eval()

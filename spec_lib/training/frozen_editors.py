@@ -32,9 +32,8 @@ import pandas as pd
 import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter
-from ..io import atomic_directory
 from . import block_edit
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .dedit import DEditConfig, anchor_batch, dedit_cache_key, network_names, save_block_drafters
 from .drafter_setup import setup
 from .loop import fit
@@ -170,10 +169,10 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> t
 def save_frozen_editors(config: FrozenEditorConfig, progress: bool = True):
     """Train ``config``'s editors unless cached; the checkpoint directory (written atomically)."""
     _check(config)
-    path = artifacts_dir() / "frozen_editors" / frozen_editor_key(config)
+    path = checkpoint_dir("frozen_editors", frozen_editor_key(config))
     if not (path / "record.json").exists():
         networks, history, record = train_frozen_editors(config, progress)
-        with atomic_directory(path) as tmp:
+        with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)

@@ -1,74 +1,64 @@
 """Loading a causal LM plus a proposal-only LoRA adapter for decoding (seed 000, App. F.2).
 
-:func:`load_proposal_lora` takes any local causal LM checkpoint and a ``peft`` adapter directory
-and returns a :class:`~spec_lib.lora.ProposalLoRALM`: the checkpoint's AR mode verifies, the
-adapter drafts, so every schedule's greedy output is the checkpoint's own AR output.
-:func:`load_lora_preset` does the same for the AR base and adapter trained here
-(:mod:`spec_lib.training.proposal_lora`, notebook 17).
+There is one loader of a checkpoint plus an adapter:
+:func:`spec_lib.training.checkpoints.load_dual_mode` with ``adapter_path=``, which checks the
+adapter directory and applies it with :func:`spec_lib.lora.apply_adapter`; the result is a
+:class:`~spec_lib.lora.ProposalLoRALM`: the checkpoint's AR mode verifies, the adapter drafts, so
+every schedule's greedy output is the checkpoint's own AR output.  Here:
+
+* :func:`load_proposal_lora`: that call under this module's argument names;
+* :func:`load_lora_checkpoint`: a checkpoint plus an adapter as notebook 17's three models
+  (:func:`every_mode`), e.g. on the gpu profile;
+* :func:`load_lora_preset`: the same for the AR base and adapter trained here
+  (:mod:`spec_lib.training.proposal_lora`, notebook 17).
 """
 
 from __future__ import annotations
 
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
-from ..lora import MODES, ProposalLoRALM
+from ..lora import MODES, ProposalLoRALM, apply_adapter
 from ..models import DualModeLM
 from .checkpoints import load_dual_mode
-
-
-@contextmanager
-def _quiet_peft():
-    """peft 0.21 reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a
-    model (a FutureWarning naming a site-packages path); only that warning is silenced."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        yield
 
 
 def load_proposal_lora(path: str | Path, adapter_path: str | Path, *, mode: str = "lean",
                        mask_token_id: int | None = None, dtype: str = "float32", device: str = "cpu",
                        trust_remote_code: bool = False):
-    """``(ProposalLoRALM, tokenizer)`` from a local causal LM and a local ``peft`` adapter directory.
+    """``(ProposalLoRALM, tokenizer)`` from a local causal LM and a local ``peft`` adapter directory:
+    ``load_dual_mode(path, mask_token_id, adapter_path=adapter_path, adapter_mode=mode, ...)``
+    (:func:`~spec_lib.training.checkpoints.load_dual_mode`: same arguments, same errors)."""
+    return load_dual_mode(path, mask_token_id, adapter_path=adapter_path, adapter_mode=mode, dtype=dtype,
+                          device=device, trust_remote_code=trust_remote_code)
 
-    The checkpoint is read by :func:`~spec_lib.training.checkpoints.load_dual_mode` (same
-    arguments, same errors); the MASK id comes from the argument, ``config.mask_token_id`` or the
-    tokenizer's ``mask_token``.
 
-    Raises:
-        FileNotFoundError: ``adapter_path`` is not a directory holding ``adapter_config.json``.
-        ValueError: an unknown ``mode`` (:data:`spec_lib.lora.MODES`), or what ``load_dual_mode`` raises.
-    """
-    from peft import PeftModel
+def every_mode(model: ProposalLoRALM) -> dict:
+    """``{"base": DualModeLM, "paper": ProposalLoRALM, "lean": ProposalLoRALM}`` over ``model``'s
+    weights (``model`` itself is its own mode's entry): the base drafts from MASK rows without the
+    adapter, each adapter mode is active only inside its own model's calls, and sharing one set of
+    weights keeps the base's logits bitwise comparable (copies can differ in the last bit on CPU)."""
+    modes = {mode: model if mode == model.mode else ProposalLoRALM(model.adapter.peft_model, model.mask_token_id, mode)
+             for mode in MODES}
+    return {"base": DualModeLM(model.hf_model, model.mask_token_id), **modes}
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
-    adapter = Path(adapter_path)
-    if not (adapter / "adapter_config.json").is_file():
-        raise FileNotFoundError(f"adapter_path {str(adapter_path)!r} holds no adapter_config.json (a peft adapter "
-                                f"saved with save_pretrained)")
-    dual, tokenizer = load_dual_mode(path, mask_token_id, dtype=dtype, device=device,
-                                     trust_remote_code=trust_remote_code)
-    with _quiet_peft():
-        peft_model = PeftModel.from_pretrained(dual.hf_model, adapter, is_trainable=False)
-    return ProposalLoRALM(peft_model, dual.mask_token_id, mode), tokenizer
+
+def load_lora_checkpoint(path: str | Path, adapter_path: str | Path, *, mask_token_id: int | None = None,
+                         dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False):
+    """``(models, tokenizer)``: a local checkpoint plus a proposal-only adapter trained elsewhere
+    (:func:`~spec_lib.training.checkpoints.load_dual_mode`) as :func:`every_mode`'s three models."""
+    model, tokenizer = load_dual_mode(path, mask_token_id, adapter_path=adapter_path, adapter_mode="lean",
+                                      dtype=dtype, device=device, trust_remote_code=trust_remote_code)
+    return every_mode(model), tokenizer
 
 
 def load_lora_preset(preset: str, *, dtype: str = "float32", device: str = "cpu", progress: bool = True):
     """``(models, tokenizer, trained)``: the preset's AR base and adapter (trained on first use,
-    :mod:`spec_lib.training.proposal_lora`) as ``{"base": DualModeLM, "paper": ProposalLoRALM,
-    "lean": ProposalLoRALM}``, all three over one set of weights (the base drafts from an untrained
-    MASK; each adapter mode is active only inside its own model's calls), the tokenizer and the
-    :class:`~spec_lib.training.proposal_lora.TrainedLoRA` record."""
-    from peft import PeftModel
-
+    :mod:`spec_lib.training.proposal_lora`) as :func:`every_mode`'s three models, the tokenizer and
+    the :class:`~spec_lib.training.proposal_lora.TrainedLoRA` record."""
     from .checkpoints import _dtype
     from .proposal_lora import load_or_train
 
     trained = load_or_train(preset, progress=progress)
     base = trained.base.to(device=device, dtype=_dtype(dtype))
-    with _quiet_peft():
-        peft_model = PeftModel.from_pretrained(base, trained.adapter_path, is_trainable=False)
-    models = {mode: ProposalLoRALM(peft_model, trained.mask_token_id, mode) for mode in MODES}
-    return {"base": DualModeLM(peft_model.get_base_model(), trained.mask_token_id), **models}, trained.tokenizer, trained
+    model = apply_adapter(base, trained.adapter_path, trained.mask_token_id, "lean")
+    return every_mode(model), trained.tokenizer, trained

@@ -30,8 +30,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..io import atomic_directory
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .dual_mode import make_dual_mode_batch
 from .loop import fit
 from .next_token import ar_batch, ar_loss
@@ -180,7 +179,7 @@ def train(preset: str, path: Path, progress: bool = True) -> Path:
               "adapter_parameters": int(sum(p.numel() for p in peft_model.parameters() if p.requires_grad)),
               "lora": asdict(cfg), "model_config": asdict(model_config), "data": data_fingerprint(train_config),
               "key": lora_key(preset)}
-    with atomic_directory(path) as tmp:
+    with checkpoint_writer(path) as tmp:
         ar_only.save_pretrained(tmp / "base")
         tokenizer.save_pretrained(tmp / "base")
         peft_model.save_pretrained(tmp / "adapter")
@@ -202,7 +201,7 @@ def load(path: Path) -> TrainedLoRA:
 
 def load_or_train(preset: str, progress: bool = True) -> TrainedLoRA:
     """The cached AR base + adapter of ``preset``, training them when missing."""
-    path = artifacts_dir() / "lora" / lora_key(preset)
+    path = checkpoint_dir("lora", lora_key(preset))
     if not (path / "record.json").exists():
         train(preset, path, progress)
     return load(path)

@@ -37,9 +37,8 @@ import pandas as pd
 import torch
 
 from ..architectures import build_qwen3
-from ..io import atomic_directory
 from . import data
-from .cache import artifacts_dir, cache_key
+from .cache import cache_key, checkpoint_dir, checkpoint_writer
 from .dual_mode import dual_mode_loss, make_dual_mode_batch
 from .loop import fit
 from .teacher import greedy_continuations
@@ -268,7 +267,7 @@ def load_or_distill_variant(model_config: ModelConfig, train_config: TrainConfig
     bad = sorted(set(overrides) - set(STAGE2_FIELDS))
     if bad:
         raise ValueError(f"overrides may only change stage-2 fields {list(STAGE2_FIELDS)}, got {bad}")
-    path = artifacts_dir() / "models" / variant_key(model_config, train_config, overrides)
+    path = checkpoint_dir("models", variant_key(model_config, train_config, overrides))
     if (path / "record.json").exists():
         return load(path)
     base = load_or_train(model_config, train_config, progress=progress)
@@ -281,15 +280,16 @@ def load_or_distill_variant(model_config: ModelConfig, train_config: TrainConfig
     history, distilled_rows = (self_distillation_stage(hf_model, run) if config.distill_steps else ([], 0))
     hf_model.eval()
     record = _record(hf_model, run, model_config, started, distilled_rows, path.name)
-    trained = Trained(hf_model, base.tokenizer, pd.DataFrame(stage1_history + history), record, stage1=base.stage1)
-    save(trained, path)
+    trained = Trained(hf_model, base.tokenizer, pd.DataFrame(stage1_history + history), record)
+    save(trained, path)                             # without stage 1: the preset's checkpoint holds it
+    trained.stage1 = base.stage1
     return trained
 
 
 def save(trained: Trained, path: Path) -> Path:
     """``save_pretrained`` model (and the stage-1 model) and tokenizer, plus history and record,
     written atomically."""
-    with atomic_directory(path) as tmp:
+    with checkpoint_writer(path) as tmp:
         trained.hf_model.save_pretrained(tmp)
         trained.tokenizer.save_pretrained(tmp)
         if trained.stage1 is not None:
@@ -316,7 +316,7 @@ def load(path: Path) -> Trained:
 
 def load_or_train(model_config: ModelConfig, train_config: TrainConfig, progress: bool = True) -> Trained:
     """The cached checkpoint for these configs, training (and caching) it when missing."""
-    path = artifacts_dir() / "models" / checkpoint_key(model_config, train_config)
+    path = checkpoint_dir("models", checkpoint_key(model_config, train_config))
     if (path / "record.json").exists():
         return load(path)
     trained = train(model_config, train_config, progress=progress)

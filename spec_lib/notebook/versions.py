@@ -1,0 +1,240 @@
+"""A notebook's code version, keyed by what decides its numbers, and the stale ledger.
+
+A result records the version of the code that produced it (:func:`version_parts`), in three parts:
+
+* ``code``: the notebook's code cells and its parameters for the profile, and every ``spec_lib``
+  module its cells import (transitively) that the fingerprint does not cover (the studies and
+  figure modules, the loaders, the training pipelines), each compared as its syntax tree without
+  docstrings (:func:`spec_lib.provenance.normalized_source`); the runner's bookkeeping modules
+  (:data:`BOOKKEEPING`: where files go, how versions are hashed) are left out;
+* ``models``: the checkpoint keys of the trained models the notebook can load (those whose
+  training pipeline it imports; :mod:`spec_lib.training.store`), source-based: a changed trainer
+  is a changed model; each with the weights a load uses (the committed manifest's digest, so a
+  float16 commit of the same key is another model);
+* ``behaviour``: for each component of the decoding core's behavioural fingerprint
+  (:mod:`spec_lib.notebook.fingerprint`) whose modules the notebook imports, its hash.
+
+A comment, a docstring or a reformatting leaves every part as it was; a refactor of the decoding
+core that keeps its behaviour (a renamed private function, a module split inside a covered
+package) leaves them too, since the core is compared by behaviour; the same refactor of a study,
+loader or training module changes ``code`` (and a trainer's key), since those are compared as
+code.  A change of the core's behaviour changes the parts of exactly the notebooks that import
+the changed component, and :func:`stale_reasons` names what changed.
+
+**The ledger.**  A regeneration may span sessions, so a stale result may stay committed while
+it is listed in ``results/<profile>/STALE.md`` (notebook, why, the commit its results come from,
+the commit at which it was found stale): the runner writes it (``python -m spec_lib.run --stale``
+lists every stale notebook before it starts and strikes each one off as it is published), and
+the claims test fails on a stale result that is not listed and on a listed one that is current.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from pathlib import Path
+
+from ..io import atomic_write_bytes
+from ..provenance import closure, git_commit, imports_in_source, normalized_module, normalized_source
+from .params import notebook_path, params_path, read_yaml
+
+#: Modules that decide where outputs go and how versions are computed, not what a notebook computes.
+BOOKKEEPING = ("spec_lib.io", "spec_lib.provenance", "spec_lib.notebook", "spec_lib.notebook.results",
+               "spec_lib.notebook.versions", "spec_lib.notebook.fingerprint", "spec_lib.notebook.params",
+               "spec_lib.notebook.run", "spec_lib.notebook.live", "spec_lib.notebook.cluster",
+               "spec_lib.training.cache", "spec_lib.training.store")
+
+#: Checkpoint kind -> the training pipeline module whose import makes a notebook depend on it.
+PIPELINES = {"models": "spec_lib.training.self_speculative", "dedit": "spec_lib.training.dedit",
+             "drafters": "spec_lib.training.deer", "baselines": "spec_lib.training.baselines",
+             "frozen_editors": "spec_lib.training.frozen_editors", "lora": "spec_lib.training.proposal_lora",
+             "anyorder": "spec_lib.training.any_order"}
+
+LEDGER = "STALE.md"
+
+
+def _cells(notebook) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(notebook_path(notebook), as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def _normalized_cell(source: str) -> str:
+    try:
+        return normalized_source(source)
+    except SyntaxError:                                  # IPython magics: compared as text
+        return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def notebook_imports(notebook) -> set[str]:
+    """The ``spec_lib`` modules a notebook's cells import."""
+    found: set[str] = set()
+    for source in _cells(notebook):
+        try:
+            found |= imports_in_source(source)
+        except SyntaxError:
+            continue
+    return found
+
+
+def _params(notebook, profile: str) -> str:
+    """The parameters as canonical JSON (comments and formatting of the YAML do not count)."""
+    path = params_path(notebook, profile)
+    return json.dumps(read_yaml(path) if path.is_file() else None, sort_keys=True, default=str)
+
+
+def _checkpoints(profile: str) -> list:
+    from ..training.presets import PRESETS
+    from ..training.store import profile_checkpoints
+
+    if profile not in PRESETS:                            # gpu: checkpoints come from paths
+        return []
+    return profile_checkpoints(profile)
+
+
+def _models(notebook, profile: str, modules: list[str]) -> dict[str, str]:
+    """``{"<preset> (<kind>)": "<key> <weights>"}`` of the checkpoints the notebook can load:
+    those whose training pipeline it imports (and that are not kept for other notebooks), with
+    the weights a load would use (:func:`spec_lib.training.cache.weights_id`)."""
+    if not set(PIPELINES.values()) & set(modules):
+        return {}
+    from ..training.cache import weights_id
+
+    stem = notebook_path(notebook).stem
+    return {f"{c.preset} ({c.kind})": f"{c.key} {weights_id(c.kind, c.key)}" for c in _checkpoints(profile)
+            if PIPELINES[c.kind] in modules and (c.notebooks is None or stem in c.notebooks)}
+
+
+def version_parts(notebook, profile: str) -> dict:
+    """``{"code": hash, "models": {"<preset> (<kind>)": key}, "behaviour": {component: hash}}``
+    of ``notebook`` at ``profile`` for the current code (see the module docstring)."""
+    from .fingerprint import COMPONENTS, component_modules, covered_modules, fingerprint
+
+    modules = closure(notebook_imports(notebook), exclude=BOOKKEEPING)
+    covered = set(covered_modules())
+    digest = hashlib.sha256()
+    for source in _cells(notebook):
+        digest.update(_normalized_cell(source).encode() + b"\0")
+    digest.update(_params(notebook, profile).encode() + b"\0")
+    for module in modules:
+        if module not in covered:
+            digest.update(module.encode() + b"\0" + normalized_module(module).encode() + b"\0")
+    models = _models(notebook, profile, modules)
+    reached = set(modules)
+    behaviour = {}
+    components = [c for c in COMPONENTS if reached & set(component_modules(c))]
+    if components:
+        prints = fingerprint()
+        behaviour = {c.name: prints[c.name] for c in components}
+    return {"code": digest.hexdigest()[:16], "models": models, "behaviour": behaviour}
+
+
+def version_of(parts: dict) -> str:
+    """The single code version a result records: a hash of its parts."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def code_version(notebook, profile: str) -> str:
+    return version_of(version_parts(notebook, profile))
+
+
+def stale_reasons(recorded: dict | None, current: dict) -> list[str]:
+    """What differs between a result's recorded parts and the current code's (empty: current)."""
+    if not recorded:
+        return ["no recorded code version (results from an older runner)"]
+    reasons = []
+    if recorded.get("code") != current["code"]:
+        reasons.append("the notebook, its parameters or the library code it imports changed")
+    old_models, new_models = recorded.get("models", {}), current["models"]
+    for name in sorted(set(old_models) | set(new_models)):
+        if old_models.get(name) != new_models.get(name):
+            reasons.append(f"model {name}: {old_models.get(name, 'none')} -> {new_models.get(name, 'none')}")
+    old, new = recorded.get("behaviour", {}), current["behaviour"]
+    changed = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
+    if changed:
+        reasons.append(f"behaviour of the decoding core changed: {', '.join(changed)}")
+    return reasons
+
+
+# ----- the ledger ---------------------------------------------------------------------------------
+
+def ledger_path(profile: str) -> Path:
+    from .results import results_dir
+
+    return results_dir(profile) / LEDGER
+
+
+_HEADER = ("# Stale results\n\nResults of these notebooks were produced by other code than the code in this commit; "
+           "a regeneration is under way\n(`python -m spec_lib.run --profile {profile} --stale` reruns them, longest "
+           "first, and strikes each one off as it is published).\n\n"
+           "| notebook | why | results from commit | found stale at |\n|---|---|---|---|\n")
+
+
+def read_ledger(profile: str) -> dict[str, dict]:
+    """``{notebook: {"why", "results_commit", "found_at"}}`` listed in the ledger (empty if none)."""
+    path = ledger_path(profile)
+    if not path.is_file():
+        return {}
+    listed = {}
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] not in ("notebook", "---") and not set(cells[0]) <= {"-"}:
+            listed[cells[0].strip("`")] = {"why": cells[1], "results_commit": cells[2], "found_at": cells[3]}
+    return listed
+
+
+def write_ledger(profile: str, entries: dict[str, dict]) -> None:
+    """Write the ledger (atomically); with no entries the file is removed."""
+    path = ledger_path(profile)
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    rows = "".join(f"| `{stem}` | {e['why'].replace('|', '/')} | {e['results_commit']} | {e['found_at']} |\n"
+                   for stem, e in sorted(entries.items()))
+    atomic_write_bytes(path, (_HEADER.format(profile=profile) + rows).encode())
+
+
+def recorded_parts(notebook, profile: str) -> dict | None:
+    """The parts a published result records, or None when there is no result."""
+    from .results import results_dir
+
+    path = results_dir(profile) / f"{notebook_path(notebook).stem}.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("code_parts") or {}
+
+
+def stale(profile: str, notebooks) -> dict[str, list[str]]:
+    """``{stem: reasons}`` of the notebooks (paths or stems) whose results are missing or stale."""
+    found = {}
+    for notebook in notebooks:
+        stem = notebook_path(notebook).stem
+        recorded = recorded_parts(stem, profile)
+        if recorded is None:
+            found[stem] = ["no results"]
+            continue
+        reasons = stale_reasons(recorded, version_parts(stem, profile))
+        if reasons:
+            found[stem] = reasons
+    return found
+
+
+def list_stale(profile: str, found: dict[str, list[str]]) -> dict[str, dict]:
+    """Ledger entries for ``found`` (keeping the first ``found_at`` of notebooks already listed)."""
+    from .results import results_dir
+
+    old = read_ledger(profile)
+    head = git_commit() or "unknown"
+    entries = {}
+    for stem, reasons in found.items():
+        path = results_dir(profile) / f"{stem}.json"
+        commit = json.loads(path.read_text()).get("git_commit") if path.is_file() else None
+        entries[stem] = {"why": "; ".join(reasons), "results_commit": commit or "none",
+                         "found_at": old.get(stem, {}).get("found_at", head)}
+    return entries
+
+
+__all__ = ["BOOKKEEPING", "LEDGER", "code_version", "list_stale", "read_ledger", "stale", "stale_reasons",
+           "version_of", "version_parts", "write_ledger"]
