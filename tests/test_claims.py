@@ -351,21 +351,24 @@ def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
 
 
 def test_16_speed_full_branch_keeps_up_more_branches_cost_more_and_the_cost_model_holds():
-    """README, `16`: `full` at B = 8 is within noise of Packed-SS on code and stdlib (CI contains 1)
-    and faster on math (CI above 1), every other policy and Quadratic-SS are slower (CI below 1),
+    """README, `16`: `full` at B = 8 is within noise of Packed-SS on every slice (CI contains 1),
+    every other policy and Quadratic-SS are slower (CI below 1), branches never cost passes (the
+    tokens/NFE CI above 1, but for `first:2` B = 16 on math, whose CI contains 1),
     the own-calls cost model predicts every speculative method's model time per call within 5%,
     and the regime map puts `full` B = 8 first at this machine's tau/delta and Packed-SS B = 16
     first at the A100's."""
     m = metrics("16_partial_branch")
     vs = {(r["slice"], r["method"]): r for r in m["vs_packed"]}
-    for name in ("code", "stdlib"):
+    for name in ("code", "stdlib", "math"):
         full = vs[(name, "partial full B=8")]
         assert full["throughput_ratio_low"] < 1.0 < full["throughput_ratio_high"], (name, full)
-    assert vs[("math", "partial full B=8")]["throughput_ratio_low"] > 1.0
     for (name, method), r in vs.items():
         if method != "partial full B=8":
             assert r["throughput_ratio_high"] < 1.0, (name, method)
-        assert r["tokens_per_nfe_ratio_low"] > 1.0, (name, method)      # branches never cost passes here
+        if (name, method) == ("math", "partial first:2 B=16"):
+            assert r["tokens_per_nfe_ratio_low"] < 1.0 < r["tokens_per_nfe_ratio_high"], (name, method)
+        else:
+            assert r["tokens_per_nfe_ratio_low"] > 1.0, (name, method)      # branches never cost passes here
     for r in m["calls"]:
         if r["schedule"] != "ar":
             assert abs(r["measured / predicted (own calls)"] - 1.0) <= 0.05, r["method"]
@@ -433,62 +436,58 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
     assert_fits(correct, controls)
 
 
-def test_13_at_their_best_block_sizes_packed_and_quadratic_lead_and_the_cost_model_agrees():
-    """README, `13` (eager path): best B Linear 8, Packed 8, Quadratic 4 (B = 2 0.1% behind; the
-    run before had 2 ahead by 1.5%); Quadratic-SS and Packed-SS within 1% at the top (655.5 and
-    659.6 tokens/s), Linear-SS about 5% behind; Packed over Linear at B = 8 is 1.08x [1.01, 1.14]
-    on code and not resolved on stdlib; the cost model fitted on the run's own calls predicts
-    within 0.2%, the independent calibration within 3.8% (Packed) and 4.9% (Quadratic B = 4)
-    (tolerance: within 1% and within 7%).  Asserted: Quadratic's best B is 2 or 4, the other
-    within 2% of it."""
+def test_13_at_their_best_block_sizes_the_three_schedules_are_close_and_the_cost_model_agrees():
+    """README, `13` (eager path): best B Linear 16, Packed 8, Quadratic 4, the three within 3% at
+    the top (316.3, 315.5 and 308.3 tokens/s); Packed over Linear at B = 8 is 1.11x [1.02, 1.21]
+    on code and not resolved on stdlib, with 1.13-1.20x its tokens/NFE; the independent
+    calibration predicts the best-to-best ratios within 0.3% and 0.5% (tolerance 3%), the fit on
+    the run's own calls Quadratic's within 0.1% (tolerance 1%) and none for Packed B = 8 against
+    Linear B = 16, whose calls have the same rows (tolerance: within 0.5 rows)."""
     m = metrics("13_block_size_probe")
-    best_block = dict(m["best_block"])
-    assert best_block.pop("quadratic") in (2, 4) and best_block == {"linear": 8, "packed": 8}, m["best_block"]
-    eager = {r["method"]: r["throughput"] for r in m["probe_by_path"] if r["path"] == "eager"}
-    assert abs(eager["quadratic B=2"] / eager["quadratic B=4"] - 1) < 0.02, eager
+    assert m["best_block"] == {"linear": 16, "packed": 8, "quadratic": 4}, m["best_block"]
     best = m["best_throughput"]
-    assert abs(best["packed"] / best["quadratic"] - 1) < 0.02 and best["linear"] < 0.97 * best["packed"], best
+    assert min(best.values()) > 0.97 * max(best.values()), best
     vs = {r["slice"]: r for r in m["packed_vs_linear_at_best"]}
     assert vs["code"]["throughput_ratio_low"] > 1.0
     assert vs["stdlib"]["throughput_ratio_low"] < 1.0 < vs["stdlib"]["throughput_ratio_high"]
-    assert all(r["tokens_per_nfe_ratio_low"] > 1.1 for r in vs.values())
+    assert all(r["tokens_per_nfe_ratio_low"] > 1.05 for r in vs.values())
     for r in m["cost_model_at_best"]:
-        assert abs(r["relative_error"]) <= (0.01 if r["tau_delta_from"] == "own calls" else 0.07), r
+        if r["relative_error"] is None:
+            rows = list(r["rows_per_call"].values())
+            assert r["tau_delta_from"] == "own calls" and abs(rows[0] - rows[1]) < 0.5, r
+        else:
+            assert abs(r["relative_error"]) <= (0.01 if r["tau_delta_from"] == "own calls" else 0.03), r
 
 
 def test_13_every_schedule_beats_ar_at_its_best_block_size():
-    """README, `13` (eager path): at its best B every schedule is 1.14-1.26x AR, every CI above
-    1 but Linear-SS's on code ([0.98, 1.35])."""
+    """README, `13` (eager path): at its best B every schedule is 1.41-1.54x AR, every CI above 1."""
     for r in metrics("13_block_size_probe")["speedups_at_best"]:
-        assert 1.1 <= r["throughput_ratio"] <= 1.3, r
-        if (r["slice"], r["method"]) != ("code", "linear B=8"):
-            assert r["throughput_ratio_low"] > 1.0, r
+        assert 1.3 <= r["throughput_ratio"] <= 1.6, r
+        assert r["throughput_ratio_low"] > 1.0, r
 
 
-def test_13_compiling_helps_small_blocks_most():
-    """README, `13`: on the compiled path (every shape compiled before timing) the compiled/eager
-    throughput gain falls with B for every schedule (Linear-SS 1.84x at B = 4 to 1.52x at 32,
-    Packed-SS 1.67x to 1.32x, Quadratic-SS 1.76x at 2 to 1.31x at 8), so no best B grows (Packed-SS
-    8 -> 4, Quadratic-SS 4 -> 2, Linear-SS stays at 8); only Quadratic-SS at B = 2 beats the
-    compiled AR on both slices (1.10x [1.03, 1.17] and 1.14x [1.09, 1.19]); 1,104 greedy outputs
-    identical to AR."""
+def test_13_compiling_helps_ar_most_and_large_blocks_least():
+    """README, `13`: on the compiled path (every shape compiled before timing) AR gains most
+    (1.41x); the compiled/eager gain falls with B for Packed-SS and Quadratic-SS and is lowest at
+    the largest B for every schedule (Linear-SS peaks at B = 8), so no best B grows (Linear-SS
+    16 -> 8, the others stay); every schedule beats the compiled AR on both slices (CI above 1);
+    1,104 greedy outputs identical to AR."""
     m = metrics("13_block_size_probe")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 1104
     throughput = {(r["path"], r["method"]): r for r in m["probe_by_path"]}
+    ar_gain = throughput[("compiled", "ar")]["throughput"] / throughput[("eager", "ar")]["throughput"]
     for schedule in ("linear", "packed", "quadratic"):
         eager_rows = sorted((r for r in m["probe_by_path"] if r["path"] == "eager" and r["schedule"] == schedule),
                             key=lambda r: r["B"])
         gains = [throughput[("compiled", r["method"])]["throughput"] / r["throughput"] for r in eager_rows]
-        assert all(a > b for a, b in zip(gains, gains[1:])), (schedule, gains)
+        assert max(gains) < ar_gain and gains[-1] == min(gains), (schedule, gains, ar_gain)
+        if schedule != "linear":
+            assert all(a > b for a, b in zip(gains, gains[1:])), (schedule, gains)
     rows = [r for r in m["speedups_by_path"] if r["path"] == "compiled"]
     best = {r["method"].split()[0]: r["B"] for r in rows}
     eager = m["best_block"]
     assert all(best[s] <= eager[s] for s in eager), (best, eager)
-    for r in rows:
-        if r["method"].startswith("quadratic"):
-            assert r["throughput_ratio_low"] > 1.0, r
-        else:
-            assert r["throughput_ratio_low"] < 1.0, r
+    assert all(r["throughput_ratio_low"] > 1.0 for r in rows), rows
 
 
 def test_21_deer_is_lossless_and_neither_drafter_beats_ar_at_this_scale():
@@ -637,8 +636,9 @@ def test_04_any_order_schedules_equal_the_serial_reference_and_controls_are_caug
 def test_15_any_order_speed_and_accuracy_on_the_math_slice():
     """README, `15`: both checkpoints trained in <= 20 min; LTR outputs identical (so labels);
     Packed-SS beats Quadratic-SS in both orders (CI above 1.15) but not Linear-SS (no CI above 1),
-    with 1.1-1.2x its tokens/NFE; accuracy differences of confidence order and native are not
-    resolved (every CI contains 0, within +-25 points); rows per call within Table 2's maxima."""
+    with 1.1-1.2x its tokens/NFE; at W = 8 confidence order and the native decoder cost accuracy
+    (CI below 0), at W = 16 neither difference is resolved (CI contains 0); every CI within 25
+    points; rows per call within Table 2's maxima."""
     m = metrics("15_any_order_setdlm")
     assert sum(r["minutes"] for r in m["training"]) <= 20.0
     assert all(r["identical_labels"] and r["prompts_with_different_outputs"] == 0 for r in m["ltr_labels"])
@@ -651,7 +651,11 @@ def test_15_any_order_speed_and_accuracy_on_the_math_slice():
             assert r["throughput_ratio_low"] < 1.0 and 1.05 < r["tokens_per_nfe_ratio"] < 1.25, r
     for r in m["paired_accuracy"]:
         if r["method"] in ("native", "packed/confidence"):
-            assert r["low_pp"] <= 0 <= r["high_pp"] and r["high_pp"] - r["low_pp"] <= 25, r
+            assert r["high_pp"] - r["low_pp"] <= 25, r
+            if r["slice"].endswith("(W=8)"):
+                assert r["high_pp"] < 0, r
+            else:
+                assert r["low_pp"] <= 0 <= r["high_pp"], r
         if r["method"].endswith("/ltr"):
             assert r["diff_pp"] == r["low_pp"] == r["high_pp"] == 0, r
     assert all(r["max_rows"] <= r["table2_max"] for r in m["rows"])
