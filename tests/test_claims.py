@@ -298,8 +298,8 @@ def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
 
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
-    """README, `14`: Packed-SS's model time 0.84 of Linear-SS's, its non-model time 1.02x;
-    non-model time 4.7-7.1% of wall on the eager path, 5.9-9.0% on the compiled one."""
+    """README, `14`: Packed-SS's model time 0.85 of Linear-SS's, its non-model time 1.06x;
+    non-model time 2.8-5.1% of wall on the eager path, 4.7-6.2% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
@@ -308,30 +308,38 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
     assert table["packed B=32"]["non_model_vs_baseline"] <= 1.5
 
 
-def test_14_the_compiled_path_halves_tau_and_turns_packed_against_linear():
-    """README, `14`: every method faster compiled (linear 1.35-1.38x, packed 1.15-1.18x,
-    quadratic 1.15-1.16x, ar 1.75-1.78x); tau 2.65 -> 1.19 ms while delta 0.034 -> 0.045 ms/row,
-    so tau/delta 79 -> 27 rows; Packed-SS over Linear-SS goes from 0.99x [0.96, 1.03] (stdlib) and
-    1.24x (math) to 0.85x [0.82, 0.88] and 1.05x [1.03, 1.07], as the cost model fitted on each
-    path's own calls predicts (within 0.5%); compiled AR is then faster than every speculative
-    schedule at these block sizes on both slices, and on the equal-weight mean; 672 greedy
-    outputs identical to AR."""
+def test_14_the_compiled_path_lowers_tau_over_delta_and_turns_packed_against_linear():
+    """README, `14`: compiling speeds up AR (1.39-1.45x) and Linear-SS (1.11-1.13x; CI low ends
+    above 1.08), Packed-SS and Quadratic-SS by at most 5% (on math their CIs contain 1); tau 5.08
+    -> 3.37 ms while delta 0.086 -> 0.113 ms/row, so tau/delta 59 -> 30 rows; Packed-SS over
+    Linear-SS falls from 0.92x (stdlib) and 1.41x (math) to 0.86x [0.83, 0.89] and 1.27x, as the
+    cost model fitted on each path's own calls predicts (within 0.9% and 2.7%; tolerance 4%);
+    compiled AR is then faster than every speculative schedule on the equal-weight mean; 672
+    greedy outputs identical to AR."""
     m = metrics("14_timing_decomposition")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 672
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["ratios"]}
-    for (comparison, _, method), r in ratios.items():
-        if comparison == "compiled / eager":
-            assert r["throughput_ratio_low"] > 1.1, (method, r["slice"])
+    for (comparison, name, method), r in ratios.items():
+        if comparison != "compiled / eager":
+            continue
+        if method.startswith(("ar", "linear")):
+            assert r["throughput_ratio_low"] > 1.08, (method, name)
+        else:
+            assert r["throughput_ratio"] < 1.06, (method, name)
+            if name == "math":
+                assert r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"], (method, name)
     vs = "packed B=32 / linear B=32"
     assert ratios[(vs, "math", "packed B=32")]["throughput_ratio_low"] > 1.1
+    assert ratios[(vs, "stdlib", "packed B=32")]["throughput_ratio_high"] < 1.0
     assert ratios[(vs, "stdlib", "packed B=32 (compiled)")]["throughput_ratio_high"] < 1.0
     assert ratios[(vs, "math", "packed B=32 (compiled)")]["throughput_ratio_high"] \
         < ratios[(vs, "math", "packed B=32")]["throughput_ratio_low"]
     costs = {r["path"]: r for r in m["cost_model_by_path"]}
-    assert costs["compiled"]["tau_ms"] < 0.6 * costs["eager"]["tau_ms"]
-    assert costs["compiled"]["tau_over_delta"] < 0.5 * costs["eager"]["tau_over_delta"]
-    assert costs["eager"]["predicted_throughput_ratio"] > 1.0 > costs["compiled"]["predicted_throughput_ratio"]
-    assert all(abs(r["relative_error"]) <= 0.02 for r in costs.values())
+    assert costs["compiled"]["tau_ms"] < 0.75 * costs["eager"]["tau_ms"]
+    assert costs["compiled"]["delta_ms"] > costs["eager"]["delta_ms"]
+    assert costs["compiled"]["tau_over_delta"] < 0.6 * costs["eager"]["tau_over_delta"]
+    assert costs["eager"]["predicted_throughput_ratio"] > costs["compiled"]["predicted_throughput_ratio"]
+    assert all(abs(r["relative_error"]) <= 0.04 for r in costs.values())
     total = {r["method"]: r["total_norm"] for r in m["decomposition"]}
     assert total["ar (compiled)"] < min(v for k, v in total.items() if k.endswith("(compiled)") and k != "ar (compiled)")
 
