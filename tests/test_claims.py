@@ -765,35 +765,35 @@ def test_compile_options_benchmark():
 
 
 def test_33_causal_heads_lead_on_this_small_backbone_and_every_output_is_lossless():
-    """Greedy macro tau (measured: Domino 6.02, DSpark 4.99, DFlash 3.38, DEdit W = 32 P3 3.32);
-    macro speedup DSpark 1.44x, Domino 1.39x, DFlash 1.16x, DEdit 0.58x; on math Domino 1.57x
-    [1.30, 1.92] and DSpark 1.66x [1.33, 2.14]; the confidence cut at 0.5 verifies fewer than 16
-    drafts in 36-49% of rounds; T = 1 (8 prompts per slice): every drafter below 0.45x AR.
-    Domino's corrector lifts its backbone's held-out accuracy from 0.59 to 0.91.  Table 2(a)'s
-    baselines: W = 16 -> 32 raises tau only a little (DFlash 3.38 -> 3.47, +2.6%; Domino 6.02 ->
-    6.15, +2.1%; seed 002: +2.1% and +5.0%) and costs speed (the drafter's round grows)."""
+    """Greedy macro tau (measured: Domino 6.52, DSpark 5.66, DEdit W = 32 P3 3.67, DFlash 3.44);
+    macro speedup DSpark 1.81x, Domino 1.61x, DFlash 1.25x, DEdit 0.69x; on math Domino 1.45x
+    [1.33, 1.59] and DSpark 1.61x [1.48, 1.77]; the confidence cut at 0.5 verifies fewer than 16
+    drafts in 12-32% of rounds; T = 1 (8 prompts per slice): every drafter below 0.4x AR.
+    Domino's corrector lifts its backbone's held-out accuracy from 0.48 to 0.92.  Table 2(a)'s
+    baselines: W = 16 -> 32 changes DFlash's tau by -2.9% and raises Domino's by 28% (seed 002:
+    +2.1% and +5.0%), and costs both speed (the drafter's round grows)."""
     m = metrics("33_dedit_baselines")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 280
     greedy, stochastic = _macro(m["main"], 0.0), _macro(m["main"], 1.0)
     assert greedy["domino"]["tau"] > greedy["dspark"]["tau"] + 0.5 > greedy["dflash P1"]["tau"] + 1.0
     assert greedy["dedit W=32 P3"]["tau"] < greedy["dspark"]["tau"] - 1.0
-    assert min(greedy["domino"]["speedup"], greedy["dspark"]["speedup"]) > 1.25 > greedy["dflash P1"]["speedup"]
+    assert min(greedy["domino"]["speedup"], greedy["dspark"]["speedup"]) > 1.4 > greedy["dflash P1"]["speedup"]
     assert greedy["dedit W=32 P3"]["speedup"] < 0.8
     for method in ("domino", "dspark"):
         assert row("33_dedit_baselines", "main", temperature=0.0, slice="math", method=method)["speedup_low"] > 1.1
-    assert all(r["speedup"] < 0.45 for name, r in stochastic.items() if name != "ar")
+    assert all(r["speedup"] < 0.4 for name, r in stochastic.items() if name != "ar")
     cut = {(r["method"], r["slice"]): r for r in m["dspark_cut"]}
     assert all(r["verified_per_round"] == 16 and r["cut_share"] == 0 for (k, _), r in cut.items() if k == "dspark")
-    assert all(0.3 < r["cut_share"] < 0.55 and r["verified_per_round"] < 13 for (k, _), r in cut.items() if k != "dspark")
+    assert all(0.1 < r["cut_share"] < 0.35 and r["verified_per_round"] < 15 for (k, _), r in cut.items() if k != "dspark")
     heads = {r["head"]: r for r in m["training"]}
     assert heads["domino"]["final_accuracy"] > heads["domino"]["final_base_accuracy"] + 0.25
     timing = {r["method"]: r for r in m["timing"]}
     assert timing["domino"]["drafter_ms_per_round"] > timing["dflash P1"]["drafter_ms_per_round"]
     assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
     by_width = {(r["drafter"], r["W"]): r for r in m["tau_by_width"] if r["slice"] == "macro"}
-    for drafter in ("dflash", "domino"):
-        narrow, wide = by_width[(drafter, 16)], by_width[(drafter, 32)]
-        assert 0.0 < wide["tau"] / narrow["tau"] - 1 < 0.05 and wide["speedup"] < narrow["speedup"]
+    change = {d: by_width[(d, 32)]["tau"] / by_width[(d, 16)]["tau"] - 1 for d in ("dflash", "domino")}
+    assert abs(change["dflash"]) < 0.05 and change["domino"] > 0.2, change
+    assert all(by_width[(d, 32)]["speedup"] < by_width[(d, 16)]["speedup"] for d in ("dflash", "domino"))
     assert timing["domino W=32"]["drafter_ms_per_round"] > 1.5 * timing["domino"]["drafter_ms_per_round"]
 
 
