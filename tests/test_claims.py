@@ -568,32 +568,31 @@ def test_30_dedit_first_pass_on_par_with_dflash_and_proposal_mix_tracks_it():
     assert 25 * 60 < sum(r["train_seconds"] for r in m["summary"]) + m["record"]["teacher_seconds"] <= 35 * 60
 
 
-def test_31_dedit_is_lossless_dflash_beats_ar_where_it_accepts_most_and_editing_costs_more_than_it_gains():
-    """Greedy macro tau (this machine's weights; measured: DFlash 3.51, DEdit P3 3.56, DEdit w/o
-    ProposalMix P3 3.85, DEdit W = 32 P3 3.63): every editing network at P3 accepts at least as
-    much as DFlash, and here the one trained without ProposalMix the most (the AVX2 machine's
-    run had it the other way round).  Every drafter pass is exposed on 2 CPU cores, so every
-    DEdit P3 is slower than AR (0.69-0.90x macro) while DFlash runs at 1.24x macro: faster on
-    math (1.62x [1.21, 2.16]), slower on code (0.79x [0.64, 0.97]), where it accepts least
-    (tau 2.32); the math text, accepted most (4.54), repeats least (38% of its tokens close an
-    earlier 4-gram, against 75-77% on code and stdlib).  At T = 1 (8 prompts per slice) the small target's samples are almost never
-    predicted (macro tau 1.10-1.15).  Early exit saves editing passes (2.96 instead of 4)
-    without changing outputs."""
+def test_31_dedit_is_lossless_proposalmix_makes_editing_accept_more_and_dflash_alone_beats_ar():
+    """Greedy macro tau (the committed weights; measured: DFlash 3.55, DEdit P3 3.75, DEdit w/o
+    ProposalMix P3 3.32, DEdit W = 32 P3 3.75): the editing networks trained with ProposalMix
+    accept more than DFlash at P3, the one trained without it less (earlier weights had it the
+    other way round).  Every drafter pass is exposed on 2 CPU cores, so every DEdit P3 is slower
+    than AR (0.68-0.86x macro) while DFlash runs at 1.30x macro, faster on every slice (CI low
+    ends above 1; code, accepted least, 1.25x [1.01, 1.59]); stdlib, the most repetitive text,
+    is accepted most; the math text repeats least (38% of its tokens close an earlier 4-gram,
+    against 81-89% on code and stdlib).  At T = 1 (8 prompts per slice) the small target's
+    samples are almost never predicted (macro tau 1.12-1.15).  Early exit saves editing passes
+    (2.94 instead of 4) without changing outputs."""
     m = metrics("31_dedit_decoding")
     assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 320
     greedy, stochastic = _macro(m["main"], 0.0), _macro(m["main"], 1.0)
     editing = ("dedit P3", "dedit w/o ProposalMix P3", "dedit W=32 P3")
-    assert all(greedy[name]["tau"] > greedy["dflash P1"]["tau"] for name in editing)
-    assert greedy["dedit w/o ProposalMix P3"]["tau"] > greedy["dedit P3"]["tau"] + 0.2
+    assert min(greedy["dedit P3"]["tau"], greedy["dedit W=32 P3"]["tau"]) > greedy["dflash P1"]["tau"] + 0.1
+    assert greedy["dedit w/o ProposalMix P3"]["tau"] < greedy["dflash P1"]["tau"] < greedy["dedit P3"]["tau"]
     assert all(greedy[name]["speedup"] < 1.0 for name in editing) and greedy["dflash P1"]["speedup"] > 1.1
-    assert row("31_dedit_decoding", "main", temperature=0.0, slice="math", method="dflash P1")["speedup_low"] > 1.0
-    code = row("31_dedit_decoding", "main", temperature=0.0, slice="code", method="dflash P1")
-    assert code["speedup_high"] < 1.0 and code["tau"] == min(
-        r["tau"] for r in m["main"] if r["method"] == "dflash P1" and r["temperature"] == 0.0)
+    dflash = {r["slice"]: r for r in m["main"] if r["method"] == "dflash P1" and r["temperature"] == 0.0}
+    assert all(dflash[name]["speedup_low"] > 1.0 for name in ("code", "stdlib", "math")), dflash
+    assert dflash["code"]["tau"] == min(r["tau"] for r in dflash.values() if r["slice"] != "macro")
+    assert dflash["stdlib"]["tau"] == max(r["tau"] for r in dflash.values() if r["slice"] != "macro")
     assert all(stochastic[name]["tau"] < 1.3 for name in ("dflash P1", *editing))
     ar = {r["slice"]: r for r in m["main"] if r["method"] == "ar" and r["temperature"] == 0.0}
     assert ar["math"]["repetition"] < 0.5 < min(ar["code"]["repetition"], ar["stdlib"]["repetition"])
-    assert row("31_dedit_decoding", "main", temperature=0.0, slice="math", method="dflash P1")["tau"] > 4.0
     assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
     exits = {r["method"]: r for r in m["early_exit"]}
     assert exits["dedit P4 early exit"]["passes_per_round"] < exits["dedit P4"]["passes_per_round"] - 0.5
