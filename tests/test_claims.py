@@ -90,6 +90,24 @@ def test_readme_states_how_many_results_are_stale():
     assert int(stated.group(1)) == listed, f"README says {stated.group(1)}, the ledger lists {listed}"
 
 
+def test_readme_run_times_are_the_recorded_ones():
+    """README, *Run times at the cpu profile*: each notebook's last cpu run time is
+    ``results/cpu/run_times.json`` (minutes, one decimal), the stated total their sum; a notebook
+    without a recorded time is one the ledger lists (its regeneration is under way)."""
+    import re
+
+    times = json.loads((results_dir(PROFILE) / "run_times.json").read_text())
+    readme = (NOTEBOOKS_DIR.parent / "README.md").read_text()
+    stated = dict(re.findall(r"^\| `(\d\d_\w+)` \| ([\d.]+) min \|", readme, flags=re.M))
+    timed = set(times) & set(NOTEBOOKS)
+    assert stated and set(stated) == timed, sorted(timed ^ set(stated))
+    assert set(NOTEBOOKS) - timed <= set(read_ledger(PROFILE)), sorted(set(NOTEBOOKS) - timed)
+    for stem, minutes in stated.items():
+        assert float(minutes) == round(times[stem] / 60, 1), (stem, minutes, times.get(stem))
+    total = re.search(r"^\| total \| ([\d.]+) min \|", readme, flags=re.M)
+    assert total and float(total.group(1)) == round(sum(times[s] for s in timed) / 60, 1), total
+
+
 @pytest.mark.parametrize("stem", NOTEBOOKS)
 def test_result_files_are_one_run(stem):
     assert check_published(stem, PROFILE) == []
@@ -224,44 +242,50 @@ def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
 
 
 def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
-    """README, `11`: every greedy output of both paths equals AR's but four, all at
-    finite-precision ties (2 eager, 2 compiled, gaps <= 1.9e-6); Packed-SS's tokens/NFE gain over
-    Linear-SS (1.22-1.61x, CI low ends 1.18-1.58) against its 1.28-1.30x time per NFE makes it
-    faster on code (1.07x [1.04, 1.10]) and math (1.24x) and slower on packages (0.95x) and stdlib
-    (0.97x)."""
+    """README, `11`: every greedy output of both paths equals AR's (1,344, no divergence);
+    Packed-SS's tokens/NFE gain over Linear-SS (1.18-1.90x, CI low ends 1.14-1.89) against its
+    1.29-1.35x time per NFE makes it faster on math (1.40x [1.37, 1.44]), not resolved on code
+    (0.98x [0.94, 1.02]) and slower on packages (0.87x) and stdlib (0.92x)."""
     m = metrics("11_packed_ss_greedy")
     e = m["exactness"]
-    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 2492 and e["divergences"] <= 4, e
+    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 1344 and e["divergences"] == 0, e
     for name in ("code", "packages", "stdlib", "math"):
         r = row("11_packed_ss_greedy", "ratios_to_linear", slice=name, method="packed B=32")
-        assert r["tokens_per_nfe_ratio_low"] > 1.15, (name, r["tokens_per_nfe_ratio_low"])   # measured 1.18-1.59
+        assert r["tokens_per_nfe_ratio_low"] > 1.1, (name, r["tokens_per_nfe_ratio_low"])
         # Each Packed call holds twice Linear's block rows: at this tau/delta it costs 1.2-1.6x.
         assert 1.2 <= r["time_per_nfe_ratio"] <= 1.6, (name, r["time_per_nfe_ratio"])
-        if name in ("code", "math"):
+        if name == "math":
             assert r["throughput_ratio_low"] > 1.0, (name, r["throughput_ratio_low"])
+        elif name == "code":
+            assert r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"], name
         else:
             assert r["throughput_ratio_high"] < 1.0, (name, r["throughput_ratio_high"])
 
 
 def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
-    """README, `11` (the compiled path): every method faster compiled (CI low ends >= 1.09);
-    tau timed independently 2.22 -> 0.97 ms, tau/delta 54 -> 28 rows; Packed-SS over Linear-SS
-    lower on every slice compiled (each compiled CI entirely below the eager one), as the cost
-    model fitted on each path's own calls predicts (within 0.5%)."""
+    """README, `11` (the compiled path): AR and Linear-SS faster compiled (CI low ends above 1),
+    Packed-SS and Quadratic-SS within 0.95-1.07x; tau timed independently 4.14 -> 2.74 ms,
+    tau/delta 59 -> 44 rows; Packed-SS over Linear-SS lower on every slice compiled (point
+    estimates), as the cost model fitted on each path's own calls predicts (within 2%)."""
     m = metrics("11_packed_ss_greedy")
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
-    faster = [r for (comparison, _, _), r in ratios.items() if comparison == "compiled / eager"]
-    assert len(faster) == 16 and all(r["throughput_ratio_low"] > 1.05 for r in faster)
+    faster = {(name, method): r for (comparison, name, method), r in ratios.items() if comparison == "compiled / eager"}
+    assert len(faster) == 16
+    for (name, method), r in faster.items():
+        if method.startswith(("ar", "linear")):
+            assert r["throughput_ratio_low"] > 1.0, (name, method)
+        else:
+            assert 0.95 < r["throughput_ratio"] < 1.07, (name, method)
     vs = "packed B=32 / linear B=32"
     for name in ("code", "packages", "stdlib", "math"):
-        assert ratios[(vs, name, "packed B=32 (compiled)")]["throughput_ratio_high"] \
-            < ratios[(vs, name, "packed B=32")]["throughput_ratio_low"], name
+        assert ratios[(vs, name, "packed B=32 (compiled)")]["throughput_ratio"] \
+            < ratios[(vs, name, "packed B=32")]["throughput_ratio"], name
     calibration = {r["path"]: r for r in m["calibration_by_path"]}
-    assert calibration["compiled"]["tau_ms"] < 0.6 * calibration["eager"]["tau_ms"]
-    assert calibration["compiled"]["tau_over_delta"] < 0.7 * calibration["eager"]["tau_over_delta"]
+    assert calibration["compiled"]["tau_ms"] < 0.75 * calibration["eager"]["tau_ms"]
+    assert calibration["compiled"]["tau_over_delta"] < 0.8 * calibration["eager"]["tau_over_delta"]
     costs = {r["path"]: r for r in m["cost_model_by_path"]}
     assert costs["eager"]["predicted_throughput_ratio"] > 1.0 > costs["compiled"]["predicted_throughput_ratio"]
-    assert all(abs(r["relative_error"]) <= 0.005 for r in costs.values())
+    assert all(abs(r["relative_error"]) <= 0.02 for r in costs.values())
     assert set(m["compile_seconds"]) == {"verify:1", "verify:32", "linear_draft:32", "quadratic:72", "packed:64"}
 
 
