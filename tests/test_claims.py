@@ -290,12 +290,13 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
-    for nb in ("11_packed_ss_greedy", "12_packed_ss_sampling"):
-        for r in metrics(nb)["cost_model_check"]:
-            band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
-            assert abs(r["relative_error"]) <= band, (nb, r["slice"], r["tau_delta_from"], r["relative_error"])
-            if r["tau_delta_from"] == "independent":            # README: always on the low side
-                assert r["predicted_throughput_ratio"] < r["observed_throughput_ratio"], (nb, r["slice"])
+    """README, cost model: greedy, within 0.8-5.8% per slice from the independent calibration,
+    always on the low side (tolerance 8%), and within 1.8% from the run's own calls (tolerance 3%)."""
+    for r in metrics("11_packed_ss_greedy")["cost_model_check"]:
+        band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
+        assert abs(r["relative_error"]) <= band, (r["slice"], r["tau_delta_from"], r["relative_error"])
+        if r["tau_delta_from"] == "independent":
+            assert r["predicted_throughput_ratio"] < r["observed_throughput_ratio"], r["slice"]
 
 
 def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
@@ -309,15 +310,26 @@ def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
             assert r["repetition"] > reference[r["slice"]] + 0.3, r
 
 
-def test_12_sampling_packed_beats_linear_per_call_and_in_throughput_on_code():
+def test_12_sampling_packed_beats_linear_on_every_slice_and_ar_beats_both():
+    """README, `12`: Packed-SS 1.46x Linear-SS's tokens/NFE on code (CI low ends above 1.3 on
+    every slice) and faster than Linear-SS on every slice (CI low ends above 1); plain AR faster
+    than every speculative schedule on every slice; sampled text repeats at most 5% of its tokens
+    and Linear-SS accepts under 3 tokens per iteration; the cost model within 9.2% per slice
+    (tolerance 10%) and 1.4% pooled (tolerance 3%)."""
     m = metrics("12_packed_ss_sampling")
     for name in ("code", "packages", "stdlib", "math"):
         r = row("12_packed_ss_sampling", "ratios_to_linear", slice=name, method="packed B=32")
         assert r["tokens_per_nfe_ratio_low"] > 1.3, (name, r["tokens_per_nfe_ratio_low"])
-    for name in ("code", "math"):
-        assert row("12_packed_ss_sampling", "ratios_to_linear", slice=name, method="packed B=32")["throughput_ratio_low"] > 1.0
+        assert r["throughput_ratio_low"] > 1.0, (name, r["throughput_ratio_low"])
+        assert row("12_packed_ss_sampling", "ratios_to_linear", slice=name, method="ar")["throughput_ratio_low"] > 1.0
+        rows = [r for r in m["absolute"] if r["slice"] == name]
+        ar = next(r for r in rows if r["method"] == "ar")
+        assert all(ar["throughput"] > r["throughput"] for r in rows if r is not ar), name
+        assert all(r["repetition"] <= 0.05 for r in rows), name
+        linear = next(r for r in rows if r["method"] == "linear B=32")
+        assert 2.0 <= linear["tokens_per_iteration"] < 3.0, (name, linear["tokens_per_iteration"])
     for r in m["cost_model_check"]:
-        band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08      # measured: 0.019 and 0.064
+        band = 0.03 if r["slice"] == "all" else 0.10
         assert abs(r["relative_error"]) <= band, (r["slice"], r["tau_delta_from"], r["relative_error"])
 
 
