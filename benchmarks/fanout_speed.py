@@ -10,7 +10,7 @@ float sums).  Runs alternate serial / fanned ``--repeats`` times; the ratio of m
 every repeat's ratio are written to the JSON report.
 
 The workers: by default a local cluster of ``--workers`` processes started by
-:func:`spec_lib.notebook.cluster.local_cluster`, which runs them without Dask's malloc trim
+:func:`spec_lib.cluster.local_cluster`, which runs them without Dask's malloc trim
 threshold whatever the Dask configuration; ``--cluster ADDRESS`` times the workers of a running
 scheduler instead, and refuses to start when they run with the threshold (start them with
 config/dask.yaml in their Dask configuration; ``--allow-malloc-trim`` times them as they are).
@@ -71,7 +71,7 @@ def main() -> None:
         parser.error("--workers and --repeats must be >= 1, --limit >= 0")
     if args.cluster and (args.cluster == "local" or args.cluster.startswith("local:")):
         parser.error("--cluster takes a scheduler's address; for a local cluster use --workers N")
-    # a local cluster goes through spec_lib.notebook.cluster.local_cluster (no malloc trim threshold)
+    # a local cluster goes through spec_lib.cluster.local_cluster (no malloc trim threshold)
     client = fanout.connect(args.cluster or f"local:{args.workers}")
     workers = len(client.scheduler_info()["workers"])
     # what the workers were started with

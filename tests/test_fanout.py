@@ -73,7 +73,8 @@ def test_fan_out_bad_input(client):
         bench.run_grid(MarkovLM(4), {"a": []}, [bench.Method("ar", 1)], max_new_tokens=4, client=client)
     with pytest.raises(ValueError, match="threads must be an int >= 1"):
         fanout.run_jobs(client, MarkovLM(4), [bench.Method("ar", 1)], [("a", 0, 0, [1])],
-                        {"max_new_tokens": {"a": 4}, "temperature": 0.0, "eos_token_id": None, "seed": 0}, threads=0)
+                        {"max_new_tokens": {"a": 4}, "temperature": 0.0, "eos_token_id": None, "seed": 0},
+                        rows=bench.job_rows, warm_up=bench.warm_up, threads=0)
 
 
 def test_workers_keep_glibc_own_trim_threshold(client):
@@ -92,7 +93,7 @@ def test_local_cluster_unsets_the_trim_threshold_whatever_the_dask_config(monkey
     import dask.config
     from distributed import Client, LocalCluster
 
-    from spec_lib.notebook.cluster import local_cluster
+    from spec_lib.cluster import local_cluster
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)     # restored (unset) after the test
 

@@ -15,6 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from spec_lib.notebook import params, results, run
+from spec_lib.run import main
 
 WRITER = """
 import os
@@ -61,7 +62,7 @@ def good_results(project):
 
 
 def test_failure_is_reported_and_others_still_run(project, capsys):
-    code = run.main(["--profile", "smoke", "--no-progress"])
+    code = main(["--profile", "smoke", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1
     assert "02_bad: failed in cell In[3]" in err and "RuntimeError: boom in the middle" in err
@@ -72,22 +73,22 @@ def test_failure_is_reported_and_others_still_run(project, capsys):
 
 
 def test_unchanged_notebooks_are_skipped_unless_forced(project, capsys):
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     capsys.readouterr()
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     assert "up to date" in capsys.readouterr().out
-    assert run.main(["--profile", "smoke", "--no-progress", "--force", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "--force", "01"]) == 0
     assert "up to date" not in capsys.readouterr().out
     (project / "params" / "smoke" / "01_good.yaml").write_text("n: 4\n")   # changed params: re-run
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     assert "up to date" not in capsys.readouterr().out
 
 
 def test_a_failed_run_leaves_the_previous_outputs_whole(project):
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     before = good_results(project)
     (project / "params" / "smoke" / "01_good.yaml").write_text("n: 7\nfail: true\n")
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 1
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 1
     assert good_results(project) == before                                        # old JSON kept ...
     table = pd.read_csv(project / "out" / "results" / "smoke" / "01_good_table.csv")
     assert table["n"].tolist() == [3]                                             # ... and its own table
@@ -117,7 +118,7 @@ results.save_results("01_good", "smoke", {{"n": {n}}}, metrics={{"n": {n}}}, che
 
 @pytest.mark.parametrize("kill_after_moves", [0, 1, 2])
 def test_a_killed_publish_is_rolled_forward(project, kill_after_moves):
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     # os.replace calls after the patch: the staged JSON, the journal, then the publish's moves.
     proc = _publish_in_subprocess(project, 9, kill_after_moves + 2)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
@@ -131,7 +132,7 @@ def test_a_killed_publish_is_rolled_forward(project, kill_after_moves):
 
 
 def test_check_published_detects_a_mixed_set(project):
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     folder = project / "out" / "results" / "smoke"
     (folder / "01_good_table.csv").write_text("n\n99\n")
     (folder / "01_good_stray.csv").write_text("x\n1\n")
@@ -161,7 +162,7 @@ def test_bad_params_fail_before_anything_runs(project, capsys, content, message)
         path.write_bytes(content)
     else:
         path.write_text(content)
-    assert run.main(["--profile", "smoke", "--no-progress"]) == 2
+    assert main(["--profile", "smoke", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (project / "out" / "runs").exists()                    # nothing executed
@@ -169,9 +170,9 @@ def test_bad_params_fail_before_anything_runs(project, capsys, content, message)
 
 def test_missing_params_file_and_unknown_notebook(project, capsys):
     (project / "params" / "smoke" / "02_bad.yaml").unlink()
-    assert run.main(["--profile", "smoke", "--no-progress", "02"]) == 2
+    assert main(["--profile", "smoke", "--no-progress", "02"]) == 2
     assert "no parameters file" in capsys.readouterr().err
-    assert run.main(["--profile", "smoke", "--no-progress", "99_nope"]) == 2
+    assert main(["--profile", "smoke", "--no-progress", "99_nope"]) == 2
     assert "unknown notebook '99_nope'" in capsys.readouterr().err
 
 
@@ -228,7 +229,7 @@ def test_a_run_with_progress_streams_the_notebook_and_ends_with_a_table(project,
                                   "                                  'startup', '00-text-progress.py')))"))
     nbformat.write(nb, project / "notebooks" / "01_good.ipynb")
     before = os.environ.get("IPYTHONDIR")
-    assert run.main(["--profile", "smoke", "01", "02"]) == 1
+    assert main(["--profile", "smoke", "01", "02"]) == 1
     assert os.environ.get("IPYTHONDIR") == before                       # restored after the run
     captured = capsys.readouterr()
     assert "  01_good | kernel says hello" in captured.err              # live, while the notebook runs
@@ -277,7 +278,7 @@ def test_cluster_runs_like_the_serial_runner(cluster_project, capsys):
     """Two local workers: the same failure report and results as the serial runner, 'needs'
     respected (04 asserts that 03 finished), a GPU notebook refused with a message, and a
     second run skipping what is up to date."""
-    code = run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"])
+    code = main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"])
     out, err = capsys.readouterr()
     assert code == 1
     assert "02_bad: failed in cell In[3]" in err and "RuntimeError: boom in the middle" in err
@@ -287,7 +288,7 @@ def test_cluster_runs_like_the_serial_runner(cluster_project, capsys):
     assert not list((cluster_project / "out" / ".staging" / "smoke").iterdir())
     table = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.strip()}
     assert table == {"01_good": "ok", "02_bad": "FAILED", "03_first": "ok", "04_second": "ok", "05_gpu": "FAILED"}
-    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:1", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "--cluster", "local:1", "01"]) == 0
     assert "up to date" in capsys.readouterr().out
 
 
@@ -295,20 +296,51 @@ def test_cluster_without_ordering_is_caught(cluster_project, capsys):
     """Negative control of the 'needs' check above: without the declaration, 04 starts beside 03
     on the second worker and its assertion fails."""
     _set_metadata(cluster_project / "notebooks" / "04_second.ipynb")
-    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2", "03", "04"]) == 1
+    assert main(["--profile", "smoke", "--no-progress", "--cluster", "local:2", "03", "04"]) == 1
     assert "04_second: failed" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("address, message", [("local:0", "N >= 1"), ("nowhere", "scheduler address")])
-def test_bad_cluster_address_is_refused_before_anything_runs(project, capsys, address, message):
-    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", address]) == 2
-    assert message in capsys.readouterr().err
+@pytest.mark.parametrize("address, message", [
+    ("local:0", "N >= 1"), ("local:two", "N >= 1"), ("nowhere", "names no port"), ("tcp://", "names no host"),
+    ("tcp://:8786", "names no host"), ("tcp://host", "names no port"), ("tcp://host:", "names no port"),
+    ("tcp://host:port", "has port 'port'"), ("tcp://host:99999", "has port '99999'"),
+    ("http://host:8786", "has scheme 'http'")])
+def test_bad_cluster_address_is_refused_in_one_line_before_anything_runs(project, capsys, address, message):
+    assert main(["--profile", "smoke", "--no-progress", "--cluster", address]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert not (project / "out" / "results").exists()
+
+
+def test_a_scheduler_that_does_not_answer_is_one_line_after_the_timeout(project, capsys):
+    """Nothing listens on the port (bound here, never accepting): the runner gives up after
+    --cluster-timeout seconds with one line naming the address, exit 2, nothing run."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))                # bound, not listening: connections are refused
+        port = silent.getsockname()[1]
+        started = time.perf_counter()
+        code = main(["--profile", "smoke", "--no-progress", "--cluster", f"tcp://127.0.0.1:{port}",
+                     "--cluster-timeout", "2"])
+        waited = time.perf_counter() - started
+    err = capsys.readouterr().err
+    assert code == 2 and f"no Dask scheduler answered at tcp://127.0.0.1:{port} within 2 s" in err, err
+    assert err.count("\n") == 1 and waited < 30, (err, waited)
+    assert not (project / "out" / "results").exists()
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "inf", "nan"])
+def test_a_bad_cluster_timeout_is_refused(project, capsys, timeout):
+    assert main(["--profile", "smoke", "--no-progress", "--cluster", "tcp://127.0.0.1:8786",
+                 "--cluster-timeout", timeout]) == 2
+    assert "cluster timeout must be a number of seconds > 0" in capsys.readouterr().err
 
 
 def test_bad_resource_declaration_is_refused(cluster_project, capsys):
     _set_metadata(cluster_project / "notebooks" / "05_gpu.ipynb", resources={"smoke": {"GPU": -1}})
-    assert run.main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"]) == 2
+    assert main(["--profile", "smoke", "--no-progress", "--cluster", "local:2"]) == 2
     assert "05_gpu.ipynb: resources for 'smoke' must map names to positive numbers" in capsys.readouterr().err
 
 
@@ -336,25 +368,25 @@ def test_stale_runs_only_stale_notebooks_longest_first_and_keeps_the_ledger(proj
     published (a failed one stays listed); ``--list-stale`` writes the ledger and runs nothing."""
     from spec_lib.notebook import versions
 
-    assert run.main(["--profile", "smoke", "--no-progress", "01"]) == 0
+    assert main(["--profile", "smoke", "--no-progress", "01"]) == 0
     assert run.run_times("smoke")["01_good"] > 0
     capsys.readouterr()
-    assert run.main(["--profile", "smoke", "--list-stale"]) == 0          # 02 has no results: listed, not run
+    assert main(["--profile", "smoke", "--list-stale"]) == 0          # 02 has no results: listed, not run
     assert set(versions.read_ledger("smoke")) == {"02_bad"}
     assert versions.read_ledger("smoke")["02_bad"]["why"] == "no results"
     assert "stale: 02_bad" in capsys.readouterr().err
     (project / "params" / "smoke" / "01_good.yaml").write_text("n: 4\n")  # 01's results now come from other params
     before = good_results(project)["code_version"]
-    assert run.main(["--profile", "smoke", "--list-stale"]) == 0
+    assert main(["--profile", "smoke", "--list-stale"]) == 0
     ledger = versions.read_ledger("smoke")
     assert set(ledger) == {"01_good", "02_bad"} and "parameters" in ledger["01_good"]["why"]
     assert good_results(project)["code_version"] == before                # listing runs nothing
-    assert run.main(["--profile", "smoke", "--no-progress", "--stale"]) == 1   # 02 fails, 01 reruns
+    assert main(["--profile", "smoke", "--no-progress", "--stale"]) == 1   # 02 fails, 01 reruns
     out = capsys.readouterr()
     assert out.out.index("02_bad") < out.out.index("01_good")             # never timed: first
     assert set(versions.read_ledger("smoke")) == {"02_bad"}                # 01 struck off when published
     assert good_results(project)["metrics"] == {"n": 4}
-    assert run.main(["--profile", "smoke", "--no-progress", "--stale", "01"]) == 0   # nothing stale to run
+    assert main(["--profile", "smoke", "--no-progress", "--stale", "01"]) == 0   # nothing stale to run
     assert "01_good" not in capsys.readouterr().out.split("notebook", 1)[-1]
 
 

@@ -13,7 +13,8 @@ import torch
 from spec_lib.notebook.params import NOTEBOOKS_DIR
 from spec_lib.notebook.results import results_dir
 from spec_lib.notebook.versions import read_ledger
-from spec_lib.training import cache, store
+from spec_lib.notebook import store
+from spec_lib.training import cache
 
 BUDGET_BYTES = 150 * 10**6
 COMMITTED_RESULTS = sorted(p.stem for p in NOTEBOOKS_DIR.glob("*.ipynb") if (results_dir("cpu") / f"{p.stem}.json").exists())

@@ -5,10 +5,12 @@ does not); the repository cites no file it lacks."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,56 @@ from spec_lib.training.block_drafters import DEDIT_PRESETS
 CORE = ["spec_lib.masks", "spec_lib.verify", "spec_lib.models", "spec_lib.architectures", "spec_lib.toy",
         "spec_lib.schedules", "spec_lib.drafters", "spec_lib.drafters.block_edit", "spec_lib.batch"]
 UPPER = ("spec_lib.training", "spec_lib.studies", "spec_lib.notebook")
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = "command line > notebooks > studies > training > decoding core > infrastructure"
+
+
+def lint_imports(root) -> subprocess.CompletedProcess:
+    """``lint-imports`` (import-linter) on the package under ``root`` with the repository's
+    contracts (pyproject.toml: layers, and no cycle between siblings at any depth); grimp reads
+    every import statement, those inside functions included."""
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("layering")
+    shutil.copytree(provenance.PACKAGE_DIR, root / "spec_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def test_the_layers_hold_and_no_siblings_import_each_other(tree_copy):
+    """run > notebook > studies > training > decoding core > infrastructure (cluster, provenance,
+    io): no upward import and no cycle, in the package as it is."""
+    result = lint_imports(tree_copy)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 kept, 0 broken" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("module, line, broken", [
+    # an upward import inside a function (the one the fan-out had: studies -> notebook)
+    ("studies/fanout.py", "def _up():\n    from ..notebook import cluster\n", LAYERS),
+    # the core reaching into training
+    ("schedules/packed.py", "def _up():\n    from ..training import data\n", LAYERS),
+    # a cycle between siblings (the runner's module and the Dask runner, as before)
+    ("notebook/run.py", "def _back():\n    from . import cluster\n", "no import cycle between siblings"),
+])
+def test_an_upward_import_or_a_cycle_breaks_a_contract(tmp_path, module, line, broken):
+    """Negative controls: each edit, made on a copy, breaks the named contract (an upward import
+    also closes a cycle between the two packages, so it breaks both)."""
+    shutil.copytree(provenance.PACKAGE_DIR, tmp_path / "spec_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path / "spec_lib" / module
+    path.write_text(path.read_text() + "\n\n" + line)
+    result = lint_imports(tmp_path)
+    verdicts = {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in result.stdout.splitlines()
+                if line.endswith((" KEPT", " BROKEN"))}
+    assert result.returncode != 0 and len(verdicts) == 2, result.stdout
+    assert verdicts[broken] == "BROKEN", verdicts
+    if broken != LAYERS:                      # a cycle within one layer: only the cycle contract sees it
+        assert verdicts[LAYERS] == "KEPT", verdicts
 
 
 def test_core_never_imports_training_studies_or_notebook():

@@ -6,9 +6,11 @@ on a worker, so skips, failures, stamps and the published results behave exactly
 serial runner.
 
 * ``--cluster local`` (or ``local:N``) starts a :class:`distributed.LocalCluster` of N worker
-  processes (default 2), one thread each, for the length of the run (:func:`local_cluster`:
-  without Dask's malloc trim threshold); any other value is the address of a running scheduler
-  (``tcp://host:8786``), whose workers keep the environment they were started with.
+  processes (default 2), one thread each, for the length of the run
+  (:func:`spec_lib.cluster.local_cluster`: without Dask's malloc trim threshold); any other value
+  is the address of a running scheduler (``tcp://host:8786``), whose workers keep the
+  environment they were started with; a malformed address, or a scheduler that does not answer
+  within ``timeout`` seconds, raises :class:`spec_lib.cluster.ClusterError` before anything runs.
 * **Resources.**  A notebook declares what it needs per profile in its metadata,
   ``{"spec_lib": {"resources": {"gpu": {"GPU": 1}}}}``; without a declaration it needs
   ``{"CPU": 1}``.  Tasks are submitted with those Dask resources, so a worker must offer them
@@ -34,12 +36,14 @@ import sys
 import uuid
 from pathlib import Path
 
+from ..cluster import (DEFAULT_RESOURCES, DEFAULT_TIMEOUT, check_timeout, connect_scheduler, local_cluster,
+                       parse_cluster)
 from ..io import output_root
 from ..training.cache import retrain_requested
 from . import params as params_module
+from . import run
 from .results import recover
 
-DEFAULT_RESOURCES = {"CPU": 1}
 ENVIRONMENT = ("SPEC_LIB_OUTPUT_ROOT", "SPEC_LIB_NOTEBOOKS_DIR", "SPEC_LIB_PARAMS_DIR", "SPEC_LIB_ARTIFACTS",
                "SPEC_LIB_MODELS", "SPEC_LIB_RETRAIN", "SPEC_LIB_FINGERPRINT_CACHE")
 
@@ -62,60 +66,9 @@ def declared(notebook: Path, profile: str) -> tuple[dict[str, float], list[str]]
     return dict(resources), needs
 
 
-def parse_cluster(address: str) -> tuple[str, int | None]:
-    """``local`` / ``local:N`` -> ("local", N); anything else is a scheduler address."""
-    if address == "local" or address.startswith("local:"):
-        count = address.partition(":")[2] or "2"
-        if not count.isdigit() or int(count) < 1:
-            raise params_module.ParameterError(f"--cluster local:N needs N >= 1 workers, got {address!r}")
-        return "local", int(count)
-    if "://" not in address and ":" not in address:
-        raise params_module.ParameterError(f"--cluster must be 'local', 'local:N' or a scheduler address such as "
-                                           f"tcp://host:8786, got {address!r}")
-    return address, None
-
-
-# Dask's nanny starts each worker process with MALLOC_TRIM_THRESHOLD_=65536 (its default
-# ``distributed.nanny.pre-spawn-environ``): glibc then hands freed memory back to the OS at every
-# free above 64 KiB, and the decoders, which allocate and free many small tensors per forward
-# call, decoded notebook 11's grid about 19% slower in a worker than in a plain process.
-TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
-# None unsets a variable in these Dask config keys (distributed.nanny._get_env_variables).
-NO_TRIM_CONFIG = {f"distributed.nanny.pre-spawn-environ.{TRIM_VARIABLE}": None,
-                  f"distributed.nanny.environ.{TRIM_VARIABLE}": None}
-
-
-def local_cluster(workers: int):
-    """A local Dask cluster: ``workers`` processes, one thread each, ``CPU=1`` (and ``GPU=1``
-    where torch sees one); no dashboard.
-
-    Its workers run without Dask's malloc trim threshold (glibc's own adaptive one), whatever
-    the Dask configuration: the nannies are created under :data:`NO_TRIM_CONFIG`
-    (``distributed.nanny.pre-spawn-environ`` and ``distributed.nanny.environ`` with
-    ``MALLOC_TRIM_THRESHOLD_: null``), and the variable is removed from this process's
-    environment, which worker processes inherit (Dask's nanny writes it there when it starts a
-    worker with its default; it has no effect on a process already running).  Workers added
-    later by ``cluster.scale`` are not covered."""
-    import dask.config
-    from distributed import LocalCluster
-
-    resources = dict(DEFAULT_RESOURCES)
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            resources["GPU"] = 1
-    except ImportError:                                  # pragma: no cover - torch is a dependency
-        pass
-    os.environ.pop(TRIM_VARIABLE, None)
-    with dask.config.set(NO_TRIM_CONFIG):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources=resources,
-                            dashboard_address=None)
-
-
 def run_task(notebook: str, profile: str, params: dict, force: bool, environment: dict, *needs_done):
     """One notebook on a worker (``needs_done``: results of the notebooks it waits for)."""
-    from . import live, run
+    from . import live
 
     for name, value in environment.items():
         os.environ[name] = value
@@ -132,18 +85,17 @@ def run_task(notebook: str, profile: str, params: dict, force: bool, environment
 
 
 def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = False, progress: bool = True,
-                   retries: int = 0, only_stale: bool = False) -> int:
+                   retries: int = 0, only_stale: bool = False, timeout: float = DEFAULT_TIMEOUT) -> int:
     """Execute the selected notebooks on a Dask cluster (with ``only_stale``: the stale ones,
     longest first, keeping the ledger, as :func:`spec_lib.notebook.run.run`); returns the
-    number that failed."""
+    number that failed.  ``timeout``: seconds a scheduler address has to answer."""
     from distributed import Client, as_completed
     from tqdm.auto import tqdm
-
-    from . import run
 
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise params_module.ParameterError(f"--retries must be an int >= 0, got {retries!r}")
     address, workers = parse_cluster(cluster)
+    timeout = check_timeout(timeout)
     plans = run.stale_plan(profile, names) if only_stale else run.plan(profile, names)   # checks before any run
     force = force or only_stale or retrain_requested()
     wanted = {nb.stem: declared(nb, profile) for nb, _ in plans}
@@ -155,7 +107,7 @@ def run_on_cluster(profile: str, names: list[str], cluster: str, force: bool = F
     owned = local_cluster(workers) if address == "local" else None
     summary, failures = {}, []
     try:
-        with Client(owned if owned is not None else address) as client:
+        with (Client(owned) if owned is not None else connect_scheduler(address, timeout)) as client:
             offered = [w.get("resources", {}) for w in client.scheduler_info()["workers"].values()]
             futures = {}
             for notebook, params in plans:

@@ -19,7 +19,25 @@ from pathlib import Path
 
 import yaml
 
-from ..io import REPO_ROOT
+from ..io import REPO_ROOT, output_root
+
+#: The parameter profiles: ``params/<profile>/`` and the results, figures and runs of each.
+PROFILES = ("smoke", "cpu", "gpu")
+
+
+def check_profile(profile: str) -> str:
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
+    return profile
+
+
+def results_dir(profile: str) -> Path:
+    return output_root() / "results" / check_profile(profile)
+
+
+def figures_dir(profile: str) -> Path:
+    return output_root() / "figures" / check_profile(profile)
+
 
 #: Where notebooks and their params live (the environment variables point a run, and the
 #: notebook kernels it starts, at another tree, e.g. in tests).

@@ -33,25 +33,10 @@ import numpy as np
 
 from ..io import REPO_ROOT, atomic_write_bytes, output_root
 from ..provenance import git_commit
-from .params import declared_parameters, notebook_path
+from .params import PROFILES, check_profile, declared_parameters, figures_dir, notebook_path, results_dir
 
-PROFILES = ("smoke", "cpu", "gpu")
 STAGING = ".staging"
 _STAGED: dict[tuple[str, str], Path] = {}          # (notebook, profile) -> this process's staging dir
-
-
-def check_profile(profile: str) -> str:
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {list(PROFILES)}, got {profile!r}")
-    return profile
-
-
-def results_dir(profile: str) -> Path:
-    return output_root() / "results" / check_profile(profile)
-
-
-def figures_dir(profile: str) -> Path:
-    return output_root() / "figures" / check_profile(profile)
 
 
 def code_version(notebook: str | Path, profile: str) -> str:

@@ -8,7 +8,7 @@ A result records the version of the code that produced it (:func:`version_parts`
   docstrings (:func:`spec_lib.provenance.normalized_source`); the runner's bookkeeping modules
   (:data:`BOOKKEEPING`: where files go, how versions are hashed) are left out;
 * ``models``: the checkpoint keys of the trained models the notebook can load (those whose
-  training pipeline it imports; :mod:`spec_lib.training.store`), source-based: a changed trainer
+  training pipeline it imports; :mod:`spec_lib.notebook.store`), source-based: a changed trainer
   is a changed model; each with the weights a load uses (the committed manifest's digest, so a
   float16 commit of the same key is another model);
 * ``behaviour``: for each component of the decoding core's behavioural fingerprint
@@ -37,13 +37,13 @@ from pathlib import Path
 
 from ..io import atomic_write_bytes
 from ..provenance import closure, git_commit, imports_in_source, normalized_module, normalized_source
-from .params import notebook_path, params_path, read_yaml
+from .params import notebook_path, params_path, read_yaml, results_dir
 
 #: Modules that decide where outputs go and how versions are computed, not what a notebook computes.
 BOOKKEEPING = ("spec_lib.io", "spec_lib.provenance", "spec_lib.notebook", "spec_lib.notebook.results",
                "spec_lib.notebook.versions", "spec_lib.notebook.fingerprint", "spec_lib.notebook.params",
                "spec_lib.notebook.run", "spec_lib.notebook.live", "spec_lib.notebook.cluster",
-               "spec_lib.training.cache", "spec_lib.training.store")
+               "spec_lib.training.cache", "spec_lib.notebook.store", "spec_lib.cluster", "spec_lib.run")
 
 #: Checkpoint kind -> the training pipeline module whose import makes a notebook depend on it.
 PIPELINES = {"models": "spec_lib.training.self_speculative", "dedit": "spec_lib.training.dedit",
@@ -87,7 +87,7 @@ def _params(notebook, profile: str) -> str:
 
 def _checkpoints(profile: str) -> list:
     from ..training.presets import PRESETS
-    from ..training.store import profile_checkpoints
+    from .store import profile_checkpoints
 
     if profile not in PRESETS:                            # gpu: checkpoints come from paths
         return []
@@ -161,8 +161,6 @@ def stale_reasons(recorded: dict | None, current: dict) -> list[str]:
 # ----- the ledger ---------------------------------------------------------------------------------
 
 def ledger_path(profile: str) -> Path:
-    from .results import results_dir
-
     return results_dir(profile) / LEDGER
 
 
@@ -198,8 +196,6 @@ def write_ledger(profile: str, entries: dict[str, dict]) -> None:
 
 def recorded_parts(notebook, profile: str) -> dict | None:
     """The parts a published result records, or None when there is no result."""
-    from .results import results_dir
-
     path = results_dir(profile) / f"{notebook_path(notebook).stem}.json"
     if not path.is_file():
         return None
@@ -223,8 +219,6 @@ def stale(profile: str, notebooks) -> dict[str, list[str]]:
 
 def list_stale(profile: str, found: dict[str, list[str]]) -> dict[str, dict]:
     """Ledger entries for ``found`` (keeping the first ``found_at`` of notebooks already listed)."""
-    from .results import results_dir
-
     old = read_ledger(profile)
     head = git_commit() or "unknown"
     entries = {}

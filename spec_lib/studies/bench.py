@@ -127,7 +127,8 @@ def run_grid(model, prompts: dict[str, list[list[int]]], methods: list[Method], 
     if client is not None:
         from .fanout import run_jobs
 
-        return pd.DataFrame(run_jobs(client, model, methods, jobs, settings, progress=progress))
+        return pd.DataFrame(run_jobs(client, model, methods, jobs, settings, rows=job_rows, warm_up=warm_up,
+                                     progress=progress))
     warm_up(model, methods, jobs[0][3], settings)
     rows = []
     for job, spec in enumerate(tqdm(jobs, desc="decoding", disable=not progress)):

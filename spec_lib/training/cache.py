@@ -8,7 +8,7 @@ loop retrains, adding an inference-only layout or editing a comment does not.  T
 only decide *where* a checkpoint lives or how keys are hashed (:data:`BOOKKEEPING`) are left out.
 
 **Committed checkpoints.**  The models behind the committed results are in the repository,
-under ``models/<kind>/<key>/`` with a ``manifest.json`` (:mod:`spec_lib.training.store`).
+under ``models/<kind>/<key>/`` with a ``manifest.json`` (:mod:`spec_lib.notebook.store`).
 :func:`checkpoint_dir` returns that folder when it exists, so a fresh clone loads the committed
 weights instead of training; with ``SPEC_LIB_RETRAIN=1`` (``python -m spec_lib.run --retrain``)
 it returns the artifacts folder instead, where the model is trained anew.
@@ -101,7 +101,7 @@ def read_manifest(path: Path) -> dict:
         manifest = json.loads(file.read_bytes())
     except (OSError, ValueError) as err:
         raise ValueError(f"{file}: not a readable JSON manifest ({err}); restore it with git or recommit the "
-                         f"checkpoint (python -m spec_lib.training.store commit)") from None
+                         f"checkpoint (python -m spec_lib.notebook.store commit)") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) or "key" not in manifest:
         raise ValueError(f"{file}: a manifest is a JSON object with 'key' and 'files' (path -> sha256)")
     return manifest
@@ -167,7 +167,7 @@ def checkpoint_writer(path: Path):
     path = Path(path).resolve()
     if path.is_relative_to(committed_dir()):
         raise RuntimeError(f"refusing to write into the committed models ({path}): train into the artifacts folder "
-                           f"({RETRAIN_ENV}=1) and commit with python -m spec_lib.training.store commit")
+                           f"({RETRAIN_ENV}=1) and commit with python -m spec_lib.notebook.store commit")
     with atomic_directory(path) as tmp:
         yield tmp
         (tmp / TRAINED_ON).write_text(json.dumps(machine(), indent=2))

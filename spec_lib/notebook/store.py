@@ -1,7 +1,7 @@
 """The committed models: which checkpoints a profile's notebooks use, training them, committing
 them into the repository and checking them.
 
-``python -m spec_lib.training.store {list,train,commit,verify} [--profile cpu]``:
+``python -m spec_lib.notebook.store {list,train,commit,verify} [--profile cpu]``:
 
 * ``list``: every checkpoint the profile uses (:func:`profile_checkpoints`), with its key and
   whether it is committed, cached in ``artifacts/`` or missing;
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..io import atomic_directory
-from .cache import (MANIFEST, TRAINED_ON, artifacts_dir, checkpoint_files, committed_dir, read_manifest,
+from ..training.cache import (MANIFEST, TRAINED_ON, artifacts_dir, checkpoint_files, committed_dir, read_manifest,
                     retrain_requested, sha256_file, verify_checkpoint)
 
 DTYPES = ("float32", "float16")
@@ -53,7 +53,7 @@ class Checkpoint:
 
 
 def _ablations(profile: str) -> list[str]:
-    from ..notebook.params import load_params
+    from .params import load_params
 
     try:
         return list(load_params("10_train_self_speculative_model", profile).get("ablations", []))
@@ -63,15 +63,15 @@ def _ablations(profile: str) -> list[str]:
 
 def profile_checkpoints(profile: str) -> list[Checkpoint]:
     """Every trained checkpoint the notebooks of ``profile`` load (``cpu``, ``smoke``)."""
-    from . import any_order, deer, proposal_lora
-    from .baseline_drafters import BASELINE_PRESETS
-    from .baselines import baseline_cache_key, save_baselines
-    from .block_drafters import DEDIT_PRESETS
-    from .dedit import dedit_cache_key, save_block_drafters
-    from .frozen_editor_drafters import FROZEN_EDITOR_PRESETS
-    from .frozen_editors import frozen_editor_key, save_frozen_editors
-    from .presets import ABLATIONS, PRESETS
-    from .self_speculative import checkpoint_key, load_or_distill_variant, load_or_train, variant_key
+    from ..training import any_order, deer, proposal_lora
+    from ..training.baseline_drafters import BASELINE_PRESETS
+    from ..training.baselines import baseline_cache_key, save_baselines
+    from ..training.block_drafters import DEDIT_PRESETS
+    from ..training.dedit import dedit_cache_key, save_block_drafters
+    from ..training.frozen_editor_drafters import FROZEN_EDITOR_PRESETS
+    from ..training.frozen_editors import frozen_editor_key, save_frozen_editors
+    from ..training.presets import ABLATIONS, PRESETS
+    from ..training.self_speculative import checkpoint_key, load_or_distill_variant, load_or_train, variant_key
 
     if profile not in PRESETS:
         raise ValueError(f"profile must be one of {list(PRESETS)}, got {profile!r}")
@@ -195,7 +195,7 @@ def commit(profile: str, dtype: str = "float32", prune: bool = True) -> list[Pat
     checkpoints = profile_checkpoints(profile)
     missing = [f"{c.kind}/{c.key}" for c in checkpoints if status(c) == "missing"]
     if missing:
-        raise FileNotFoundError(f"not trained yet: {missing}; run python -m spec_lib.training.store train "
+        raise FileNotFoundError(f"not trained yet: {missing}; run python -m spec_lib.notebook.store train "
                                 f"--profile {profile} first")
     written = []
     for checkpoint in checkpoints:
@@ -253,7 +253,7 @@ def size_bytes() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spec_lib.training.store", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spec_lib.notebook.store", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("list", "train", "commit", "verify"))
     parser.add_argument("--profile", default="cpu", help="the profile whose checkpoints to handle (default: cpu)")
     parser.add_argument("--retrain", action="store_true", help="train: ignore the committed checkpoints")
