@@ -11,23 +11,28 @@ checks the imports):
   * :mod:`~spec_lib.studies`: the experiments and proof checks behind the notebooks;
   * :mod:`~spec_lib.notebook`: parameters, results, figures and the runner.
 
-Public entry points: :func:`decode` (left-to-right schedules, stop sequences, and any-order
-verification with ``order=``, :mod:`spec_lib.decoding`) and :class:`DecodeResult`; ``SCHEDULES``.
+Public entry points (:mod:`spec_lib.decoding`): :func:`decode`, the one decoder of every
+schedule, order and drafter (``SCHEDULES``: the self-speculative ones, which need only the model;
+:data:`spec_lib.schedules.SCHEDULE_SPECS` is the whole registry), and
+:func:`decode_batch`, the same for several prompts at once; both return :class:`DecodeResult`.
 """
 
-__all__ = ["decode", "DecodeResult", "SCHEDULES"]
+__all__ = ["decode", "decode_batch", "DecodeResult", "SCHEDULES"]
 __version__ = "0.2.0"
 
 
 def __getattr__(name: str):
     """The entry points load on first use (PEP 562), so that ``import spec_lib.notebook.run``
     or ``spec_lib.io`` does not import torch: the runner and each notebook kernel start faster."""
-    if name == "decode":
-        from .decoding import decode
-        return decode
-    if name in ("SCHEDULES", "DecodeResult"):
-        from . import schedules
-        return getattr(schedules, name)
+    if name in ("decode", "decode_batch"):
+        from . import decoding
+        return getattr(decoding, name)
+    if name == "DecodeResult":
+        from .schedules import DecodeResult
+        return DecodeResult
+    if name == "SCHEDULES":
+        from .schedules import SCHEDULES
+        return SCHEDULES
     raise AttributeError(f"module 'spec_lib' has no attribute {name!r}")
 
 

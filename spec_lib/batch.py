@@ -13,8 +13,12 @@ Invalid slots are masked out (:func:`spec_lib.masks.predicates.slot_visible`) an
 out when they make up half the cache; finished sequences leave the batch.  One host sync
 per cycle.
 
-:func:`decode_batch` = argument checks (the same as :func:`spec_lib.decode`'s), then
-:func:`_prefill`, then :func:`_cycle` until every sequence stops, then :func:`_results`.
+The first cycle's call also processes each prompt (all its tokens but the last, right-padded,
+causal over its own real tokens), as :func:`spec_lib.decode`'s first call does, so a batched
+sequence counts the same NFE as the same sequence decoded alone.
+
+:func:`spec_lib.decode_batch` = the one validator, then :func:`run_batch`: :func:`_cycle` until
+every sequence stops, then :func:`_results`.
 """
 
 from __future__ import annotations
@@ -25,10 +29,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .masks.predicates import causal_visible, padded_visible, slot_visible, to_additive
-from .schedules import SCHEDULE_SPECS, DecodeResult
-from .schedules.validation import validate
+from .schedules import DecodeResult
 
-BATCH_SCHEDULES = ("ar", "deer")
 
 
 class _SlotCache:
@@ -96,47 +98,20 @@ class _Batch:
         return logits
 
 
-def decode_batch(target, prompts: list, *, schedule: str, width: int, max_new_tokens: int, drafter=None,
-                 eos_token_id: int | None = None) -> tuple[list[DecodeResult], dict]:
-    """Greedy decoding of several prompts together.
-
-    Args:
-        target: a :class:`spec_lib.models.DualModeLM` (its ``hf_model`` is used causally).
-        prompts: non-empty list of non-empty token-id sequences (ragged).
-        schedule: ``"ar"`` or ``"deer"`` (needs ``drafter``, a
-            :class:`spec_lib.drafters.DiffusionDrafter`).
-        width: block size k of the drafter (ignored by ``ar``).
-        max_new_tokens: output limit per sequence (0: empty outputs, no call).
-        eos_token_id: a sequence stops at its first accepted EOS.
-
-    Returns:
-        ``(results, totals)``: one :class:`DecodeResult` per prompt (``nfe``, ``accepted``
-        per sequence; the prompt is processed in a call of its own, so ``nfe`` is one more
-        than :func:`spec_lib.decode` counts for the same output; ``wall_seconds`` and
-        ``model_seconds`` are the whole batch's) and
-        ``{"wall_seconds", "model_seconds", "tokens", "cycles"}`` of the batch.
-
-    Raises:
-        ValueError / TypeError: as :func:`spec_lib.decode`, before any model call.
-    """
-    started = time.perf_counter()
-    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
-        raise ValueError("prompts must be a non-empty list of token-id sequences")
-    items = validate(target, list(prompts), schedule=schedule,
-                     schedules={s: SCHEDULE_SPECS[s] for s in BATCH_SCHEDULES}, width=width,
-                     max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos_token_id, seed=None,
-                     drafter=drafter, prompt_name="prompts[i]")
+def run_batch(target, drafter, request, eos: int | None, started: float) -> list[DecodeResult]:
+    """Decode the checked ``request`` (:func:`spec_lib.schedules.validation.validate`) in one
+    batch; one :class:`DecodeResult` per prompt (see :func:`spec_lib.decode_batch`)."""
     if not hasattr(target, "hf_model"):
         raise TypeError(f"target must be a spec_lib.models.DualModeLM, got {type(target).__name__}")
-    if getattr(drafter, "draft_logits_batch", None) is None and drafter is not None:
-        raise ValueError(f"schedule 'deer' batches a drafter with draft_logits_batch "
-                         f"(spec_lib.drafters.DiffusionDrafter), got {type(drafter).__name__}")
-    state = _start(target, drafter, items, int(width) if schedule == "deer" else 0, int(max_new_tokens),
-                   None if eos_token_id is None else int(eos_token_id))
-    if state.max_new_tokens > 0:
-        _prefill(state)
-        while state.live_host:
-            _cycle(state)
+    if drafter is not None and getattr(drafter, "draft_logits_batch", None) is None:
+        raise ValueError(f"decode_batch drafts with draft_logits_batch (spec_lib.drafters.DiffusionDrafter), got "
+                         f"{type(drafter).__name__}")
+    state = _start(target, drafter, request.prompts, request.width if drafter is not None else 0,
+                   request.max_new_tokens, eos)
+    first = True
+    while state.live_host:
+        _cycle(state, first)
+        first = False
     return _results(state, time.perf_counter() - started)
 
 
@@ -155,23 +130,20 @@ def _start(target, drafter, items, k, max_new_tokens, eos) -> _Batch:
                   list(range(n_seq)) if max_new_tokens else [], [p.numel() for p in items])
 
 
-def _prefill(state: _Batch) -> None:
-    """Prompt processing: every context token except the last (one NFE per sequence)."""
+def _context_rows(state: _Batch):
+    """The first call's prompt rows: every prompt token but the last, right-padded to the longest
+    (``ids``, ``positions``, which are real, and the rows' causal visibility over real keys)."""
     context = int((state.lengths - 1).max())
-    if not context:
-        return
     device = state.buffer.device
-    n_seq = state.buffer.shape[0]
     cols = torch.arange(context, device=device)
     real = cols[None, :] < (state.lengths - 1)[:, None]                              # (N, C) right-padded
     ids = torch.where(real, state.buffer[:, :context], 0)
-    visible = padded_visible(state.lengths - 1, context, causal=True)               # causal over real keys
-    state.forward(ids, cols[None, :].expand(n_seq, -1), visible)
-    state.slots.append(real)
+    return ids, cols[None, :].expand(real.shape[0], -1), real, padded_visible(state.lengths - 1, context, causal=True)
 
 
-def _cycle(state: _Batch) -> None:
-    """One draft-verify cycle of every live sequence; the one host sync of the cycle."""
+def _cycle(state: _Batch, first: bool = False) -> None:
+    """One draft-verify cycle of every live sequence (the first also processes the prompts); the
+    one host sync of the cycle."""
     k, live, device = state.k, state.live, state.buffer.device
     n_live = live.numel()
     steps = torch.arange(k + 1, device=device)
@@ -187,7 +159,17 @@ def _cycle(state: _Batch) -> None:
         draft = None
         ids = last[:, None]
     positions = (state.lengths[live] - 1)[:, None] + steps[None, :]
-    logits = state.forward(ids, positions, causal_visible(k + 1, device)[None].expand(n_live, -1, -1))
+    visible = causal_visible(k + 1, device)[None].expand(n_live, -1, -1)
+    context = 0
+    if first and int((state.lengths - 1).max()):                                    # every sequence is live
+        ctx_ids, ctx_pos, real, ctx_visible = _context_rows(state)
+        context = ctx_ids.shape[1]
+        ids, positions = torch.cat([ctx_ids, ids], 1), torch.cat([ctx_pos, positions], 1)
+        visible = torch.cat([torch.cat([ctx_visible, ctx_visible.new_zeros(n_live, context, k + 1)], 2),
+                             torch.cat([real[:, None, :].expand(-1, k + 1, -1), visible], 2)], 1)
+    logits = state.forward(ids, positions, visible)[:, context:]
+    if context:
+        state.slots.append(real)
     choice = logits.argmax(-1)                                                      # (N, k+1)
     if k:
         h = torch.cumprod((draft == choice[:, :k]).long(), 1).sum(1)                # matched drafts
@@ -226,58 +208,22 @@ def _cycle(state: _Batch) -> None:
         state.slots.squeeze()
 
 
-def _results(state: _Batch, wall: float) -> tuple[list[DecodeResult], dict]:
-    """Per-sequence results (accepted per cycle, NFE) and batch totals."""
+def _results(state: _Batch, wall: float) -> list[DecodeResult]:
+    """Per-sequence results (accepted per cycle, NFE) with the batch's totals in ``extras["batch"]``."""
     n_seq = len(state.items)
     accepted: list[list[int]] = [[] for _ in range(n_seq)]
     for members, appended in state.per_cycle:
         for b, a_b in zip(members, appended):
             accepted[b].append(a_b)
-    results = []
     total_model = state.model_seconds + state.drafter_seconds
-    for b, p in enumerate(state.items):
-        prefill = 1 if p.numel() > 1 and state.max_new_tokens else 0      # the prompt-processing call
-        extras = {"drafter_nfe": len(accepted[b])} if state.k else {}
-        results.append(DecodeResult(tokens=state.buffer[b, p.numel(): state.length_host[b]].tolist(),
-                                    nfe=prefill + len(accepted[b]), accepted=accepted[b], rows_per_call=[],
-                                    model_seconds=total_model, wall_seconds=wall, extras=extras))
     totals = {"wall_seconds": wall, "model_seconds": total_model, "target_seconds": state.model_seconds,
-              "drafter_seconds": state.drafter_seconds, "tokens": int(sum(len(r.tokens) for r in results)),
+              "drafter_seconds": state.drafter_seconds,
+              "tokens": int(sum(state.length_host[b] - p.numel() for b, p in enumerate(state.items))),
               "cycles": len(state.per_cycle), "batch": n_seq}
-    return results, totals
-
-
-def batch_throughput(target, drafter, prompts: list, *, batch_sizes, width: int, max_new_tokens: int,
-                     eos_token_id: int | None = None, progress: bool = True):
-    """Tokens/s of ``ar`` and ``deer`` at each batch size (seed 001, Table 5), with a KV cache.
-
-    The prompts are cut into consecutive batches of each size (a last partial batch is
-    dropped, so every size decodes the same number of prompts only when it divides it);
-    the two methods alternate batch by batch.  Returns ``(table, outputs)``: per
-    (batch size, method) tokens, wall seconds and tokens/s; and per (batch size, method,
-    prompt) the output tokens, for the identity check against batch size 1.
-    """
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    decode_batch(target, prompts[:2], schedule="deer", width=width, max_new_tokens=8, drafter=drafter)  # warm-up
-    rows, outputs = [], []
-    jobs = [(size, start) for size in batch_sizes for start in range(0, len(prompts) - size + 1, size)]
-    for n, (size, start) in enumerate(tqdm(jobs, desc="batched decoding", disable=not progress)):
-        chunk = prompts[start: start + size]
-        for schedule in (("ar", "deer") if n % 2 == 0 else ("deer", "ar")):
-            results, totals = decode_batch(target, chunk, schedule=schedule, width=width, max_new_tokens=max_new_tokens,
-                                           drafter=drafter if schedule == "deer" else None, eos_token_id=eos_token_id)
-            rows.append({"batch": size, "method": schedule, **totals})
-            outputs += [{"batch": size, "method": schedule, "prompt": start + j, "output": tuple(r.tokens),
-                         "accepted": tuple(r.accepted)} for j, r in enumerate(results)]
-    table = pd.DataFrame(rows).groupby(["batch", "method"], sort=False)[["tokens", "wall_seconds", "cycles"]].sum()
-    table["tokens_per_s"] = table["tokens"] / table["wall_seconds"]
-    return table.reset_index(), pd.DataFrame(outputs)
-
-
-def batch_identity(outputs):
-    """Per (batch size, method): how many batched outputs equal the same prompt's batch-1 output."""
-    single = outputs[outputs["batch"] == 1].set_index(["method", "prompt"])["output"]
-    same = [out == single.get((m, p)) for m, p, out in zip(outputs["method"], outputs["prompt"], outputs["output"])]
-    return outputs.assign(same=same).groupby(["batch", "method"])["same"].agg(same="sum", responses="size").reset_index()
+    results = []
+    for b, p in enumerate(state.items):
+        extras = {"batch": totals, **({"drafter_nfe": len(accepted[b])} if state.k else {})}
+        results.append(DecodeResult(tokens=state.buffer[b, p.numel(): state.length_host[b]].tolist(),
+                                    nfe=len(accepted[b]), accepted=accepted[b], rows_per_call=[],
+                                    model_seconds=total_model, wall_seconds=wall, extras=extras))
+    return results

@@ -13,7 +13,8 @@ from spec_lib.anyorder_models import AnyOrderLM, ExactAnyOrderLM
 from spec_lib.architectures import build_qwen3
 from spec_lib.masks import call_kind
 from spec_lib.masks.anyorder import KINDS, any_order_rows, build_any_order
-from spec_lib.schedules.anyorder import confidence_order, decode_any_order, serial_greedy, serial_reference
+from spec_lib import decode
+from spec_lib.schedules.anyorder import confidence_order, serial_greedy, serial_reference
 from spec_lib.toy import MarkovLM
 
 SPECULATIVE = ("linear", "packed", "quadratic")
@@ -28,7 +29,7 @@ def random_policy(seed: int):
 
 
 def run_and_reference(model, prompt, schedule, order, width=4, length=28, eos=0, stops=None, ablation=None):
-    result = decode_any_order(model, prompt, schedule=schedule, width=width, max_new_tokens=length, order=order,
+    result = decode(model, prompt, schedule=schedule, width=width, max_new_tokens=length, order=order,
                               eos_token_id=eos, stop_sequences=stops, trace=True, ablation=ablation)
     tokens, drafts = serial_reference(model, prompt, result.extras["trace"], max_new_tokens=length,
                                       eos_token_id=eos, stop_sequences=stops)
@@ -207,11 +208,11 @@ def test_any_order_stop_sequence_split_across_two_iterations(schedule):
     script = list(range(10, 40))
     model = ScriptedLM(script, script, prompt_len=2)                 # drafts always right
     prompt = torch.tensor([1, 2])
-    free = decode_any_order(model, prompt, schedule=schedule, width=4, max_new_tokens=24)
+    free = decode(model, prompt, schedule=schedule, width=4, max_new_tokens=24)
     assert free.tokens == script[:24]
     b = boundaries(free)[1]                                         # the marker straddles this boundary
     marker = [script[b - 1], script[b], script[b + 1]]
-    stopped = decode_any_order(model, prompt, schedule=schedule, width=4, max_new_tokens=24, stop_sequences=[marker],
+    stopped = decode(model, prompt, schedule=schedule, width=4, max_new_tokens=24, stop_sequences=[marker],
                                trace=True)
     assert stopped.tokens == script[: b + 2]                         # ends with the whole marker
     assert stopped.nfe < free.nfe and len(stopped.accepted) >= 3
@@ -226,7 +227,7 @@ def test_a_partially_accepted_marker_does_not_stop(schedule):
     model = ScriptedLM(script, guess, prompt_len=2)
     prompt = torch.tensor([1, 2])
     k = 3
-    result = decode_any_order(model, prompt, schedule=schedule, width=4, max_new_tokens=16,
+    result = decode(model, prompt, schedule=schedule, width=4, max_new_tokens=16,
                               stop_sequences=[[script[k], guess[k + 1]]], trace=True)
     assert result.tokens == script[:16]
     tentative = [step for step in result.extras["trace"]
@@ -273,7 +274,7 @@ def test_bad_order_policy_fails_before_any_call(policy, match):
     model = CountingToy(8, 64)
     CountingToy.calls = 0
     with pytest.raises(ValueError, match=match):
-        decode_any_order(model, [1, 2], schedule="packed", width=4, max_new_tokens=8, order=policy)
+        decode(model, [1, 2], schedule="packed", width=4, max_new_tokens=8, order=policy)
     assert CountingToy.calls == 0
 
 
@@ -283,7 +284,7 @@ def test_bad_stop_sequences(stops, match):
     model = CountingToy(8, 64)
     CountingToy.calls = 0
     with pytest.raises(ValueError, match=match):
-        decode_any_order(model, [1, 2], schedule="packed", width=4, max_new_tokens=8, stop_sequences=stops)
+        decode(model, [1, 2], schedule="packed", width=4, max_new_tokens=8, stop_sequences=stops)
     with pytest.raises(ValueError, match=match):
         spec_lib.decode(MarkovLM(8), [1, 2], schedule="packed", width=4, max_new_tokens=8, stop_sequences=stops)
     assert CountingToy.calls == 0
@@ -306,13 +307,13 @@ def test_order_needs_an_any_order_model():
 def test_bad_arguments(kwargs, match):
     args = {"schedule": "packed", "width": 4, "max_new_tokens": 8} | kwargs
     with pytest.raises(ValueError, match=match):
-        decode_any_order(CountingToy(8, 64), [1, 2], **args)
+        decode(CountingToy(8, 64), [1, 2], **args)
 
 
 def test_native_commits_the_most_confident_and_all_above_threshold():
     model = ExactAnyOrderLM(8, 64, seed=2)
-    loose = decode_any_order(model, [1, 2], schedule="native", width=6, max_new_tokens=30, threshold=0.5)
-    strict = decode_any_order(model, [1, 2], schedule="native", width=6, max_new_tokens=30, threshold=1.0)
+    loose = decode(model, [1, 2], schedule="native", width=6, max_new_tokens=30, threshold=0.5)
+    strict = decode(model, [1, 2], schedule="native", width=6, max_new_tokens=30, threshold=1.0)
     assert all(a == 1 for a in strict.accepted)                      # threshold 1: only the most confident
     assert max(loose.accepted) > 1 and loose.nfe < strict.nfe
     assert len(loose.tokens) == len(strict.tokens) == 30
@@ -324,10 +325,10 @@ def test_concurrent_decodes_share_one_model(float64_model):
     from concurrent.futures import ThreadPoolExecutor
 
     prompts = [torch.tensor([1, 2, 3]), torch.tensor([4, 5])]
-    alone = [decode_any_order(float64_model, p, schedule="packed", width=4, max_new_tokens=16,
+    alone = [decode(float64_model, p, schedule="packed", width=4, max_new_tokens=16,
                               order="confidence").tokens for p in prompts]
     with ThreadPoolExecutor(2) as pool:
-        together = list(pool.map(lambda p: decode_any_order(float64_model, p, schedule="packed", width=4,
+        together = list(pool.map(lambda p: decode(float64_model, p, schedule="packed", width=4,
                                                             max_new_tokens=16, order="confidence").tokens,
                                  prompts * 3))
     assert together == alone * 3

@@ -17,7 +17,7 @@ from spec_lib.architectures import build_qwen3
 from spec_lib.masks.anyorder import (ABLATIONS, KINDS, _additive_block, build_any_order, clear_layout_cache,
                                      layout_cache_info)
 from spec_lib.masks.predicates import to_additive
-from spec_lib.schedules.anyorder import decode_any_order
+from spec_lib import decode
 
 SCHEDULES = ("linear", "packed", "quadratic", "native")
 FIELDS = ("kind", "input_ids", "position_ids", "region", "rank", "o_reach", "holds_draft", "verify_rows",
@@ -69,7 +69,7 @@ def decode_both(model, monkeypatch, make_order=lambda: "ltr", **kwargs):
     for cache in (True, False):
         monkeypatch.setattr(schedules, "build_any_order", functools.partial(build_any_order, cache=cache))
         layouts = recording(model)
-        out.append((decode_any_order(model, trace=True, order=make_order(), **kwargs), layouts))
+        out.append((decode(model, trace=True, order=make_order(), **kwargs), layouts))
         del model.call
     monkeypatch.undo()
     return out
@@ -154,16 +154,16 @@ def misses():
 def test_a_second_decode_of_the_same_shapes_builds_nothing(float64_model):
     clear_layout_cache()
     for schedule in ("linear", "packed", "quadratic"):
-        decode_any_order(float64_model, [1, 5, 7], schedule=schedule, width=4, max_new_tokens=16, order="confidence")
+        decode(float64_model, [1, 5, 7], schedule=schedule, width=4, max_new_tokens=16, order="confidence")
     built = misses()
     assert built[0] > 0 and built[1] > 0
     hits = layout_cache_info()["templates"].hits
     for schedule in ("linear", "packed", "quadratic"):
-        decode_any_order(float64_model, [1, 5, 7], schedule=schedule, width=4, max_new_tokens=16, order="confidence")
+        decode(float64_model, [1, 5, 7], schedule=schedule, width=4, max_new_tokens=16, order="confidence")
     assert misses() == built                                       # nothing new built
     assert layout_cache_info()["templates"].hits > hits
     # negative control: another width is another shape
-    decode_any_order(float64_model, [1, 5, 7], schedule="packed", width=5, max_new_tokens=16, order="confidence")
+    decode(float64_model, [1, 5, 7], schedule="packed", width=5, max_new_tokens=16, order="confidence")
     after = misses()
     assert after[0] > built[0] and after[1] > built[1]
 
@@ -174,7 +174,7 @@ def test_one_template_per_shape_within_a_decode():
     clear_layout_cache()
     model = ExactAnyOrderLM(8, 64, seed=1)
     layouts = recording(model)
-    result = decode_any_order(model, [1, 2], schedule="packed", width=4, max_new_tokens=40, order="confidence")
+    result = decode(model, [1, 2], schedule="packed", width=4, max_new_tokens=40, order="confidence")
     del model.call
     shapes = {(lay.kind, lay.n_new, lay.verify_rows.numel()) for lay in layouts}
     assert result.nfe > len(shapes) + 1
@@ -203,7 +203,7 @@ def test_decodes_do_not_write_into_the_cached_tensors(float64_model):
     layouts = []
     for model, schedule, order in runs:                           # fill the cache
         calls = recording(model)
-        decode_any_order(model, [1, 2, 3], schedule=schedule, width=4, max_new_tokens=16, order=order, eos_token_id=0)
+        decode(model, [1, 2, 3], schedule=schedule, width=4, max_new_tokens=16, order=order, eos_token_id=0)
         del model.call
         layouts += calls
     templates = list({id(lay.template): lay.template for lay in layouts}.values())
@@ -211,7 +211,7 @@ def test_decodes_do_not_write_into_the_cached_tensors(float64_model):
     before = snapshot(templates)
     built = misses()
     for model, schedule, order in runs:                           # decode again over the same cache
-        decode_any_order(model, [1, 2, 3], schedule=schedule, width=4, max_new_tokens=16, order=order, eos_token_id=0)
+        decode(model, [1, 2, 3], schedule=schedule, width=4, max_new_tokens=16, order=order, eos_token_id=0)
     assert misses() == built
     after = snapshot(templates)
     assert before.keys() == after.keys()

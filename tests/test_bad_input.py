@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from spec_lib import decode
-from spec_lib.batch import decode_batch
+from spec_lib import decode, decode_batch
 from spec_lib.models import DualModeLM
 from spec_lib.schedules.validation import MAX_NEW_TOKENS, MAX_WIDTH
 from spec_lib.toy import MarkovLM
@@ -102,11 +101,13 @@ def test_decode_batch_validates_the_same_way(random_hf_model, override, prompt, 
 
 def test_decode_batch_accepts_what_decode_accepts(random_hf_model):
     model = DualModeLM(random_hf_model, MASK_ID)
-    results, totals = decode_batch(model, [[1, 2, 3], np.array([4, 5])], schedule="ar", width=np.int64(3),
-                                   max_new_tokens=0, eos_token_id=np.int32(5))
-    assert [r.tokens for r in results] == [[], []] and totals["tokens"] == 0
-    results, _ = decode_batch(model, [torch.tensor([[1, 2, 3]])], schedule="ar", width=1, max_new_tokens=4)
-    assert results[0].tokens == decode(model, [1, 2, 3], schedule="ar", width=1, max_new_tokens=4).tokens
+    results = decode_batch(model, [[1, 2, 3], np.array([4, 5])], schedule="ar", width=np.int64(3),
+                           max_new_tokens=0, eos_token_id=np.int32(5))
+    assert [r.tokens for r in results] == [[], []] and results[0].extras["batch"]["tokens"] == 0
+    assert [r.nfe for r in results] == [0, 0]
+    results = decode_batch(model, [torch.tensor([[1, 2, 3]])], schedule="ar", width=1, max_new_tokens=4)
+    single = decode(model, [1, 2, 3], schedule="ar", width=1, max_new_tokens=4)
+    assert (results[0].tokens, results[0].nfe) == (single.tokens, single.nfe)
     with pytest.raises(ValueError, match="prompts must be a non-empty list"):
         decode_batch(model, [], schedule="ar", width=1, max_new_tokens=4)
 

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from spec_lib import decode
-from spec_lib.batch import decode_batch
+from spec_lib import decode, decode_batch
 from spec_lib.drafters import (
     ARDrafter,
     DiffusionDrafter,
@@ -62,13 +61,14 @@ def test_batched_deer_equals_batch_one(batch, trained_hf_model, drafters):
     for eos in (None, 5):
         for schedule in ("ar", "deer"):
             use = drafter if schedule == "deer" else None
-            results, totals = decode_batch(model, items, schedule=schedule, width=6, max_new_tokens=MAX_NEW,
-                                           drafter=use, eos_token_id=eos)
-            assert totals["tokens"] == sum(len(r.tokens) for r in results)
+            results = decode_batch(model, items, schedule=schedule, width=6, max_new_tokens=MAX_NEW,
+                                   drafter=use, eos_token_id=eos)
+            assert results[0].extras["batch"]["tokens"] == sum(len(r.tokens) for r in results)
             for prompt, res in zip(items, results):
                 single = decode(model, prompt, schedule=schedule, width=6, max_new_tokens=MAX_NEW,
                                 eos_token_id=eos, drafter=use)
                 assert res.tokens == single.tokens, (schedule, eos, prompt.tolist())
+                assert (res.nfe, res.accepted) == (single.nfe, single.accepted), (schedule, eos, prompt.tolist())
                 assert res.accepted == single.accepted
 
 
@@ -77,8 +77,8 @@ def test_batched_squeeze_and_leaving_sequences_keep_outputs(trained_hf_model, dr
     model = as_dual(trained_hf_model)
     drafter = as_drafter("deer", drafters[0])
     items = prompts(6, seed=50, chain=trained_hf_model.chain)
-    results, _ = decode_batch(model, items, schedule="deer", width=8, max_new_tokens=120, drafter=drafter,
-                              eos_token_id=7)
+    results = decode_batch(model, items, schedule="deer", width=8, max_new_tokens=120, drafter=drafter,
+                           eos_token_id=7)
     for prompt, res in zip(items, results):
         single = decode(model, prompt, schedule="deer", width=8, max_new_tokens=120, eos_token_id=7, drafter=drafter)
         assert res.tokens == single.tokens
@@ -126,7 +126,7 @@ def test_drafter_arguments_are_checked(trained_hf_model, drafters):
     for kwargs, word in zip(bad, words):
         with pytest.raises(ValueError, match=word):
             decode(model, [1, 2], width=2, max_new_tokens=4, **kwargs)
-    with pytest.raises(ValueError, match="schedule must be one of"):
+    with pytest.raises(ValueError, match="decode_batch runs the schedules"):
         decode_batch(model, [[1, 2]], schedule="packed", width=2, max_new_tokens=4)
     with pytest.raises(ValueError, match="needs drafter"):
         decode_batch(model, [[1, 2]], schedule="deer", width=2, max_new_tokens=4)

@@ -10,7 +10,8 @@ import torch
 
 from spec_lib import decode, masks
 from spec_lib.masks.partial import partial_call_kind, partial_layout
-from spec_lib.schedules.partial import BranchPolicy, _template, branch_policy, decode_partial, outcome_probabilities
+from spec_lib.schedules.branches import BranchPolicy, branch_policy, outcome_probabilities
+from spec_lib.schedules.partial import _template
 from spec_lib.studies import partial_branch as pb
 from spec_lib.toy import MarkovLM
 
@@ -96,7 +97,8 @@ def test_greedy_equals_ar_on_exact_models(seed):
         ref = decode(toy, [1, 2], schedule="ar", width=1, max_new_tokens=40, eos_token_id=eos).tokens
         for width in (1, 3, 6):
             for policy in POLICIES:
-                res = decode_partial(toy, [1, 2], width=width, max_new_tokens=40, branches=policy, eos_token_id=eos)
+                res = decode(toy, [1, 2], schedule="partial", width=width, max_new_tokens=40, branches=policy,
+                             eos_token_id=eos)
                 assert res.tokens == ref, (width, policy, eos)
                 assert sum(res.accepted) == len(res.tokens) and res.nfe == len(res.accepted)
                 hits += res.extras["branch_hits"]
@@ -111,7 +113,8 @@ def test_greedy_equals_generate_float64(trained_hf_model):
     for prompt, eos, expected in cases:
         for width in (2, 8):
             for policy in ("full", "first:3", "likely:2"):
-                res = decode_partial(model, prompt, width=width, max_new_tokens=24, branches=policy, eos_token_id=eos)
+                res = decode(model, prompt, schedule="partial", width=width, max_new_tokens=24, branches=policy,
+                             eos_token_id=eos)
                 assert res.tokens == expected, (width, policy, eos, prompt.tolist())
                 hits += res.extras["branch_hits"]
                 multi += sum(a > 1 for a in res.accepted)
@@ -148,9 +151,9 @@ def test_bad_input_is_rejected_before_any_call():
     for kwargs, message in cases:
         args = dict(width=3, max_new_tokens=8, branches="full") | kwargs
         with pytest.raises(ValueError, match=message):
-            decode_partial(toy, [1], **args)
+            decode(toy, [1], schedule="partial", **args)
     with pytest.raises(TypeError, match="DualModeLM or a spec_lib.toy exact model"):
-        decode_partial(object(), [1], width=3, max_new_tokens=8)
+        decode(object(), [1], schedule="partial", width=3, max_new_tokens=8)
     with pytest.raises(ValueError, match="branches must be outcomes"):
         build((4,), 5, 3)
     with pytest.raises(ValueError, match="sorted and distinct"):

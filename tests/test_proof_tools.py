@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from spec_lib.studies import costmodel, dominance, exactness, sim
-from spec_lib.schedules import decode
+from spec_lib import decode
 from spec_lib.toy import MarkovLM, ScriptedDrafterLM
 
 

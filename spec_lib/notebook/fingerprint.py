@@ -395,7 +395,7 @@ def block_editing(rec: Recorder) -> None:
 
 def batching(rec: Recorder) -> None:
     """Several ragged prompts decoded together (AR and DEER), with and without EOS."""
-    from ..batch import decode_batch
+    from ..decoding import decode_batch
     from ..drafters import DiffusionDrafter
     from ..models import DualModeLM
 
@@ -404,28 +404,29 @@ def batching(rec: Recorder) -> None:
     prompts = _prompts(3, seed=5)
     for schedule in ("ar", "deer"):
         for eos in (None, EOS_ID):
-            results, totals = decode_batch(target, prompts, schedule=schedule, width=3, max_new_tokens=12,
-                                           drafter=drafter if schedule == "deer" else None, eos_token_id=eos)
+            results = decode_batch(target, prompts, schedule=schedule, width=3, max_new_tokens=12,
+                                   drafter=drafter if schedule == "deer" else None, eos_token_id=eos)
             for i, res in enumerate(results):
                 _result(rec, f"{schedule}/{eos}/{i}", res)
-            rec.add(f"{schedule}/{eos}/cycles", totals["cycles"])
+            rec.add(f"{schedule}/{eos}/cycles", results[0].extras["batch"]["cycles"])
 
 
 def partial_branches(rec: Recorder) -> None:
     """The partial-branch schedule (seed 000, Sec. 5) under each branch policy."""
+    from ..decoding import decode
     from ..models import DualModeLM
-    from ..schedules.partial import decode_partial
 
     model = DualModeLM(tiny_lm("qwen3", seed=15), MASK_ID)
     with watching(rec):
         for branches in ("full", "first:1", "likely:2"):
             for options in ({}, {"temperature": 1.0, "seed": 5}, {"eos_token_id": EOS_ID}):
                 for i, prompt in enumerate(_prompts(2, seed=6)):
-                    res = decode_partial(model, prompt, width=4, max_new_tokens=14, branches=branches, **options)
+                    res = decode(model, prompt, schedule="partial", width=4, max_new_tokens=14, branches=branches,
+                                 **options)
                     _result(rec, f"{branches}/{options}/{i}", res)
                     rec.add(f"{branches}/{options}/{i}/hits", res.extras.get("branch_hits"))
-        res = decode_partial(model, _prompts(1, seed=7)[0], width=4, max_new_tokens=14, branches="likely:2",
-                             temperature=1.0, seed=6, ablation="branch_argmax")
+        res = decode(model, _prompts(1, seed=7)[0], schedule="partial", width=4, max_new_tokens=14,
+                     branches="likely:2", temperature=1.0, seed=6, ablation="branch_argmax")
         _result(rec, "likely:2/branch_argmax", res)
 
 

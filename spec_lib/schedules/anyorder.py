@@ -42,7 +42,7 @@ from ..masks.anyorder import ABLATIONS, build_any_order
 from .state import DecodeResult
 from .stops import check_stop_sequences, earliest_stop
 
-#: schedules of :func:`decode_any_order`
+#: schedules that run under ``order=`` (:func:`spec_lib.decode` on an any-order model)
 ANY_ORDER_SCHEDULES = ("linear", "packed", "quadratic", "native")
 #: built-in verification orders
 ORDERS = ("ltr", "confidence")
@@ -103,38 +103,6 @@ def _predict(logits: torch.Tensor, mask_token_id: int) -> tuple[torch.Tensor, to
     probs = logits.softmax(-1)
     best = probs.max(-1)
     return best.indices, best.values
-
-
-def _validate(model, prompt_ids, schedule, width, max_new_tokens, eos_token_id, stop_sequences, threshold):
-    missing = [name for name in ANY_ORDER_SEAM if not hasattr(model, name)]
-    if missing:
-        raise ValueError(f"order= needs a model with an any-order mode (spec_lib.anyorder_models.AnyOrderLM or "
-                         f"ExactAnyOrderLM); {type(model).__name__} lacks {missing}")
-    if schedule not in ANY_ORDER_SCHEDULES:
-        raise ValueError(f"schedule must be one of {list(ANY_ORDER_SCHEDULES)}, got {schedule!r}")
-    for name, value, low in (("width", width, 1), ("max_new_tokens", max_new_tokens, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    if width > 1024:
-        raise ValueError(f"width must be in [1, 1024], got {width}")
-    prompt = torch.as_tensor(prompt_ids)
-    if prompt.dim() == 2 and prompt.shape[0] == 1:
-        prompt = prompt[0]
-    if prompt.dim() != 1 or prompt.numel() == 0 or prompt.is_floating_point() or prompt.dtype == torch.bool:
-        raise ValueError(f"prompt_ids must be a non-empty 1-D sequence of token ids, got shape {tuple(prompt.shape)}")
-    prompt = prompt.long().cpu()
-    if int(prompt.min()) < 0 or int(prompt.max()) >= model.vocab_size:
-        raise ValueError(f"prompt_ids must be token ids in [0, {model.vocab_size})")
-    limit = getattr(model, "max_positions", None)
-    if limit is not None and prompt.numel() + max_new_tokens > limit:
-        raise ValueError(f"prompt ({prompt.numel()}) + max_new_tokens ({max_new_tokens}) exceeds the model's "
-                         f"{limit} positions")
-    if eos_token_id is not None and (isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int)
-                                     or not 0 <= eos_token_id < model.vocab_size):
-        raise ValueError(f"eos_token_id must be None or an int in [0, {model.vocab_size}), got {eos_token_id!r}")
-    if isinstance(threshold, bool) or not (isinstance(threshold, (int, float)) and 0.0 < threshold <= 1.0):
-        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
-    return prompt, check_stop_sequences(stop_sequences, max_new_tokens)
 
 
 class _AnyOrderRun:
@@ -213,49 +181,39 @@ class _AnyOrderRun:
                             time.perf_counter() - started, extras)
 
 
-def decode_any_order(model, prompt_ids, *, schedule: str, width: int, max_new_tokens: int, order="ltr",
-                     eos_token_id: int | None = None, stop_sequences=None, threshold: float = 0.9,
-                     trace: bool = False, ablation: str | None = None) -> DecodeResult:
-    """Greedy any-order decoding with one schedule (Algorithm 3; see the module docstring).
+def order_policy(order) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The policy ``order`` names (``"ltr"``, ``"confidence"``) or is (a callable ``(positions,
+    scores) -> permutation of positions``); ValueError otherwise."""
+    return _policy(order)
 
-    Args:
-        model: an any-order model (:class:`spec_lib.anyorder_models.AnyOrderLM` or
-            :class:`~spec_lib.anyorder_models.ExactAnyOrderLM`).
-        prompt_ids: non-empty 1-D token ids.
-        schedule: ``"linear" | "packed" | "quadratic" | "native"``.
-        width: the active window W in [1, 1024].
-        max_new_tokens: output positions L >= 0.
-        order: ``"ltr"``, ``"confidence"``, or a policy ``(positions, scores) -> permutation
-            of positions`` (``positions`` ascending output positions of U_t, ``scores`` their
-            confidence scores, NaN where none); ignored by ``native``.
-        eos_token_id: an accepted EOS at j sets E = min(E, j).
-        stop_sequences: token-id lists; a marker is recognised once all its tokens are accepted
-            and E becomes its final position (App. E.2).  The returned tokens include the
-            marker (and an accepted EOS).
-        threshold: the native decoder's confidence threshold (App. E.6: 0.9).
-        trace: record per iteration the order, kappa, h, A_t and the next draft in
-            ``extras["trace"]`` (what :func:`serial_reference` replays).
-        ablation: a deliberately wrong mask for negative controls
-            (:data:`spec_lib.masks.anyorder.ABLATIONS`).
 
-    Returns:
-        :class:`~spec_lib.schedules.state.DecodeResult`; ``tokens`` are the output positions
-        0..E in textual order (the prompt excluded), ``nfe`` counts the prompt's call.
-
-    Raises:
-        ValueError: on invalid input (a model without an any-order mode, an empty or too long
-            stop sequence, an order policy that does not return a permutation of the window),
-            before any model call.
-    """
-    started = time.perf_counter()
-    prompt, stops = _validate(model, prompt_ids, schedule, width, max_new_tokens, eos_token_id, stop_sequences,
-                              threshold)
-    policy = _policy(order)
-    if max_new_tokens and schedule != "native":                  # the policy is checked before any call
+def check_order(policy, width: int, max_new_tokens: int) -> None:
+    """Try ``policy`` on a first window (before any model call): it must return a permutation."""
+    if max_new_tokens:
         first = torch.arange(min(width, max_new_tokens))
         _ordered(policy, first, torch.full((first.numel(),), torch.nan, dtype=torch.float64))
-    if ablation not in ABLATIONS:
-        raise ValueError(f"ablation must be one of {list(ABLATIONS)}, got {ablation!r}")
+
+
+def run_any_order(model, prompt: torch.Tensor, *, schedule: str, width: int, max_new_tokens: int, order,
+                  eos_token_id: int | None, stops: list[torch.Tensor], threshold: float, trace: bool,
+                  ablation: str | None, started: float) -> DecodeResult:
+    """Greedy any-order decoding with one schedule (Algorithm 3; see the module docstring), on
+    arguments :func:`spec_lib.schedules.validation.validate` has checked.
+
+    ``order``: ``"ltr"``, ``"confidence"`` or a policy ``(positions, scores) -> permutation of
+    positions`` (``positions`` ascending output positions of U_t, ``scores`` their confidence
+    scores, NaN where none); ignored by ``native``.  ``stops``: token-id tensors; a marker is
+    recognised once all its tokens are accepted and E becomes its final position (App. E.2).
+    ``threshold``: the native decoder's confidence threshold (App. E.6: 0.9).  ``trace``:
+    record per iteration the order, kappa, h, A_t and the next draft in ``extras["trace"]``
+    (what :func:`serial_reference` replays).  ``ablation``: a deliberately wrong mask
+    (:data:`spec_lib.masks.anyorder.ABLATIONS`).
+
+    Returns a :class:`~spec_lib.schedules.state.DecodeResult`; ``tokens`` are the output positions
+    0..E in textual order (the prompt excluded), ``nfe`` counts the prompt's call.
+    """
+    policy = _policy(order)
+    prompt = prompt.long().cpu()
     run = _AnyOrderRun(model, prompt, width, max_new_tokens, eos_token_id, stops, trace, ablation)
     model.reset()
     if max_new_tokens:

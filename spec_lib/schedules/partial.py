@@ -17,7 +17,8 @@ Each draft token is sampled from, and stored with, the distribution of the block
 from, so rejection sampling stays exact (Theorem 3.3's argument applies to any Q fixed
 before verification); greedy outputs equal AR's.  Rows per call: 2B + |S| B.
 
-Branch policies (:class:`BranchPolicy`; ``branches=`` of :func:`decode_partial`):
+Branch policies (:class:`~spec_lib.schedules.branches.BranchPolicy`; ``branches=`` of
+:func:`spec_lib.decode` with ``schedule="partial"``):
 
 * ``"full"``: S = {m}, the outcome "the whole draft is accepted", so a fully accepted draft
   never leaves the next iteration with an empty draft;
@@ -27,16 +28,15 @@ Branch policies (:class:`BranchPolicy`; ``branches=`` of :func:`decode_partial`)
   Q_i(d_i)): P(h = k) = alpha_1..alpha_k (1 - alpha_{k+1}), P(h = m) = alpha_1..alpha_m.
   It reads the estimates on the host: one extra device sync per iteration.
 
-The schedule has its own entry point, :func:`decode_partial`, with :func:`spec_lib.decode`'s
-arguments plus ``branches``; its records are :data:`PARTIAL_SCHEDULE` and the call kind
-``partial`` of the registry.
+It runs through :func:`spec_lib.decode` (``schedule="partial", branches=...``); its records are
+the ``partial`` entry of :data:`spec_lib.schedules.SCHEDULE_SPECS` and the call kind ``partial``.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -44,73 +44,12 @@ from .. import masks, verify
 from ..masks.partial import PartialCall, partial_call_kind
 from ..models import CallOutput, DualModeLM
 from ..toy import ExactModel
-from . import Schedule
+from .branches import BranchPolicy
 from .state import Decoding
-from .validation import MAX_ROWS_PER_CALL, is_int, validate
 
-#: rules of :class:`BranchPolicy`
-BRANCH_RULES = ("full", "first", "likely")
 #: deliberately wrong variants, for negative controls only: ``branch_argmax`` drafts a
 #: branch's tokens by argmax but stores the branch's full distribution as their Q.
 PARTIAL_ABLATIONS = (None, "branch_argmax")
-
-
-@dataclass(frozen=True)
-class BranchPolicy:
-    """Which verification outcomes k get a branch in the next call.
-
-    Attributes:
-        rule: ``"full"`` (S = {m}), ``"first"`` (S = {0..size-1}) or ``"likely"`` (the
-            ``size`` most likely outcomes under the acceptance estimates).
-        size: |S| for ``first`` and ``likely`` (an int >= 1); 1 for ``full``.
-    """
-
-    rule: str = "full"
-    size: int = 1
-
-    def __post_init__(self) -> None:
-        if self.rule not in BRANCH_RULES:
-            raise ValueError(f"branches rule must be one of {list(BRANCH_RULES)}, got {self.rule!r}")
-        if not is_int(self.size) or self.size < 1 or (self.rule == "full" and self.size != 1):
-            raise ValueError(f"branches size must be an int >= 1 (1 for 'full'), got {self.size!r}")
-
-    @property
-    def name(self) -> str:
-        return "full" if self.rule == "full" else f"{self.rule}:{self.size}"
-
-    @property
-    def needs_estimates(self) -> bool:
-        return self.rule == "likely"
-
-    def select(self, m: int, alpha: torch.Tensor | None) -> tuple[int, ...]:
-        """S for a call verifying m draft tokens; ``alpha`` ``(m,)`` acceptance estimates."""
-        if self.rule == "full":
-            return (m,)
-        if self.rule == "first" or m == 0:
-            return tuple(range(min(self.size, m + 1)))
-        return tuple(sorted(outcome_probabilities(alpha).topk(min(self.size, m + 1)).indices.tolist()))
-
-
-def outcome_probabilities(alpha: torch.Tensor) -> torch.Tensor:
-    """``(m + 1,)`` P(h = k) if draft token i is accepted independently with probability
-    alpha_i: alpha_1..alpha_k (1 - alpha_{k+1}) for k < m, alpha_1..alpha_m for k = m."""
-    alpha = alpha.double()
-    reach = torch.cat([alpha.new_ones(1), alpha.cumprod(0)])          # P(h >= k), k = 0..m
-    stop = torch.cat([1.0 - alpha, alpha.new_ones(1)])                # P(reject at k+1 | h >= k)
-    return reach * stop
-
-
-def branch_policy(branches) -> BranchPolicy:
-    """A :class:`BranchPolicy` from itself or a string ``"full"``, ``"first:s"``, ``"likely:s"``."""
-    if isinstance(branches, BranchPolicy):
-        return branches
-    if isinstance(branches, str):
-        rule, _, size = branches.partition(":")
-        if rule in BRANCH_RULES and (size.isdigit() or (not size and rule == "full")):
-            return BranchPolicy(rule, int(size) if size else 1)
-    raise ValueError(f"branches must be 'full', 'first:<s>', 'likely:<s>' (s an int >= 1) or a BranchPolicy, "
-                     f"got {branches!r}")
-
 
 # ----- the call: one forward over the layout of spec_lib.masks.partial -------------------------
 
@@ -219,55 +158,3 @@ def run_partial(dec: Decoding, policy: BranchPolicy, ablation: str | None = None
         if policy.needs_estimates:
             alpha = acceptance_estimates(draft, logits, q_stored)
     return {"branch_hits": hits, "branches_per_call": sizes, "policy": policy.name}
-
-
-def decode_partial(model, prompt_ids, *, width: int, max_new_tokens: int, branches="full",
-                   temperature: float = 0.0, eos_token_id: int | None = None, seed: int | None = None,
-                   draft_top_k: int | None = None, draft_top_p: float | None = None,
-                   ablation: str | None = None):
-    """Generate with the partial-branch schedule; arguments as :func:`spec_lib.decode`, plus
-
-    Args:
-        branches: the branch policy: ``"full"``, ``"first:s"``, ``"likely:s"`` or a
-            :class:`BranchPolicy` (see the module docstring).
-        ablation: ``None`` or ``"branch_argmax"`` (a negative control, :data:`PARTIAL_ABLATIONS`).
-
-    Returns:
-        :class:`~spec_lib.schedules.DecodeResult`; ``extras`` also holds ``branch_hits``
-        (iterations whose outcome had a branch), ``branches_per_call`` and ``policy``.
-
-    Raises:
-        ValueError: on any invalid argument, before any model call (TypeError for a model
-            that is neither a DualModeLM nor an exact toy model).
-    """
-    started = time.perf_counter()
-    policy = branch_policy(branches)
-    if ablation not in PARTIAL_ABLATIONS:
-        raise ValueError(f"ablation must be one of {list(PARTIAL_ABLATIONS)}, got {ablation!r}")
-    if not isinstance(model, (DualModeLM, ExactModel)):
-        raise TypeError(f"model must be a spec_lib.models.DualModeLM or a spec_lib.toy exact model for "
-                        f"partial-branch decoding, got {type(model).__name__}")
-    (prompt,) = validate(model, [prompt_ids], schedule="partial", schedules={"partial": PARTIAL_SCHEDULE},
-                         width=width, max_new_tokens=max_new_tokens, temperature=temperature,
-                         eos_token_id=eos_token_id, seed=seed, draft_top_k=draft_top_k, draft_top_p=draft_top_p)
-    width = int(width)
-    rows = masks.call_kind("packed").rows(0, width, width) + policy.size * (width + 1)
-    if rows > MAX_ROWS_PER_CALL:
-        raise ValueError(f"width={width} with branches={policy.name!r} gives {rows} rows per call, above the limit of "
-                         f"{MAX_ROWS_PER_CALL}; allowed: a smaller width or fewer branches")
-    window = getattr(model, "attention_window", None)
-    if window is not None and max_new_tokens and prompt.numel() + max_new_tokens - 2 + rows > window - 1:
-        raise ValueError(f"a sliding-window model of {window} positions cannot hold this decode's "
-                         f"{prompt.numel() + max_new_tokens - 2 + rows} cache entries; allowed: max_new_tokens <= "
-                         f"{max(0, window + 1 - rows - prompt.numel())}")
-    dec = Decoding(PartialBranchModel(model), prompt, width=width, max_new_tokens=int(max_new_tokens),
-                   temperature=float(temperature), eos_token_id=None if eos_token_id is None else int(eos_token_id),
-                   seed=None if seed is None else int(seed), draft_top_k=draft_top_k, draft_top_p=draft_top_p)
-    extras = run_partial(dec, policy, ablation)
-    return dec.result(started, **extras)
-
-
-#: the schedule's record for argument checks: its rows per call depend on the policy and are
-#: checked in :func:`decode_partial`; its reach is the registered ``partial`` kind's, 2W + 1.
-PARTIAL_SCHEDULE = Schedule("partial", lambda dec: run_partial(dec, BranchPolicy()), ("packed",), None,
-                            masks.call_kind("partial").reach)

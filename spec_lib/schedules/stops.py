@@ -7,8 +7,6 @@ earliest wins.  The check is one vectorised comparison over the accepted output 
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .state import Decoding
@@ -81,25 +79,3 @@ class StopSequenceDecoding(Decoding):
     def _append_one(self, logits):
         h, appended = super()._append_one(logits)
         return h, self._stop_at_marker(appended)
-
-
-def decode_ltr_with_stops(model, prompt_ids, *, schedule: str, width: int, max_new_tokens: int, stop_sequences,
-                          temperature: float = 0.0, eos_token_id: int | None = None, seed: int | None = None,
-                          draft_top_k: int | None = None, draft_top_p: float | None = None, drafter=None):
-    """:func:`spec_lib.schedules.decode` plus ``stop_sequences`` (App. E.2): a marker stops the
-    decode once all its tokens are accepted; the returned tokens end with the marker."""
-    from . import SCHEDULE_SPECS
-    from .validation import validate
-
-    started = time.perf_counter()
-    (prompt,) = validate(model, [prompt_ids], schedule=schedule, schedules=SCHEDULE_SPECS, width=width,
-                         max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=eos_token_id,
-                         seed=seed, draft_top_k=draft_top_k, draft_top_p=draft_top_p, drafter=drafter)
-    stops = check_stop_sequences(stop_sequences, max_new_tokens)
-    dec = StopSequenceDecoding(model, prompt, width=int(width), max_new_tokens=int(max_new_tokens),
-                                temperature=float(temperature),
-                                eos_token_id=None if eos_token_id is None else int(eos_token_id),
-                                seed=None if seed is None else int(seed), draft_top_k=draft_top_k,
-                                draft_top_p=draft_top_p, drafter=drafter, stop_sequences=stops)
-    SCHEDULE_SPECS[schedule].run(dec)
-    return dec.result(started)

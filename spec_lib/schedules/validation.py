@@ -1,9 +1,10 @@
-"""Argument checks shared by :func:`spec_lib.decode` and :func:`spec_lib.batch.decode_batch`.
+"""The one validator of :func:`spec_lib.decode` and :func:`spec_lib.decode_batch`: every
+schedule, order, drafter and option.
 
 Every bad argument raises a ``ValueError`` (``TypeError`` for a model of the wrong kind)
 naming the argument and the allowed values, before any model call.  Position limits are
-checked against what the schedule's calls actually touch: drafts sit up to W (Quadratic-SS:
-2W + 1) positions past the verified prefix (:meth:`spec_lib.masks.CallKind.reach`).
+checked against what the schedule's calls actually touch: drafts sit up to W (Quadratic-SS,
+partial-branch: 2W + 1) positions past the verified prefix (:meth:`spec_lib.masks.CallKind.reach`).
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ..masks import call_kind
 from ..models import SpecModel, protocol_members
+from .anyorder import ANY_ORDER_SEAM, check_order, order_policy
+from .branches import BranchPolicy, branch_policy
+from .stops import check_stop_sequences
 
 #: largest speculative width / drafter block size accepted.
 MAX_WIDTH = 1024
@@ -25,6 +30,8 @@ MAX_ROWS_PER_CALL = 8192
 #: largest output length for a model without a position limit (e.g. the exact toy models).
 MAX_NEW_TOKENS = 1_000_000
 SEED_LIMIT = 2 ** 64
+#: SetDLM's native threshold (App. E.6), the default of ``threshold``.
+DEFAULT_THRESHOLD = 0.9
 
 SPEC_MODEL_API = protocol_members(SpecModel)
 
@@ -70,12 +77,34 @@ def as_prompt_tensor(prompt_ids, vocab_size: int, device: torch.device, name: st
     return ids.to(device)
 
 
+@dataclass(frozen=True)
+class Request:
+    """A checked decode request: the schedule's record, the prompts as tensors on the model's
+    device, and the parsed options."""
+
+    schedule: object                     # spec_lib.schedules.Schedule
+    prompts: list[torch.Tensor]
+    width: int
+    max_new_tokens: int
+    any_order: bool
+    order: object = None                 # "ltr", "confidence" or a policy (any-order only)
+    stops: list = field(default_factory=list)
+    policy: BranchPolicy | None = None   # partial-branch only
+    threshold: float = DEFAULT_THRESHOLD
+
+
+def is_any_order(model) -> bool:
+    """Whether ``model`` implements the any-order seam (:mod:`spec_lib.anyorder_models`)."""
+    return all(hasattr(model, name) for name in ANY_ORDER_SEAM)
+
+
 def validate_drafter(model, schedule: str, drafter, needed: str | None) -> None:
-    """A separate drafter is given exactly when the schedule needs one, of the right kind."""
+    """A separate drafter is given exactly when the schedule needs one, of the right kind, on
+    the target's device and over its vocabulary."""
     if needed is None:
         if drafter is not None:
-            raise ValueError(f"drafter is only used by the drafter-based schedules; schedule {schedule!r} "
-                             f"drafts with the model itself (pass drafter=None)")
+            raise ValueError(f"drafter is only used by the drafter-based schedules ('drafted', alias 'deer', and "
+                             f"'ar_draft'); schedule {schedule!r} drafts with the model itself (pass drafter=None)")
         return
     if drafter is None:
         raise ValueError(f"schedule {schedule!r} needs drafter= a {needed} drafter "
@@ -87,6 +116,10 @@ def validate_drafter(model, schedule: str, drafter, needed: str | None) -> None:
     if drafter.vocab_size != model.vocab_size:
         raise ValueError(f"drafter vocab_size {drafter.vocab_size} differs from the target's "
                          f"{model.vocab_size}: drafter and target must share one tokenizer")
+    where, target = torch.device(drafter.device), torch.device(model.device)
+    if where.type != target.type or (where.index or 0) != (target.index or 0):
+        raise ValueError(f"drafter is on {where} and the target on {target}: move the drafter to the target's "
+                         f"device (their tensors meet in every cycle)")
 
 
 def _check_positions(owner: str, limit: int | None, needed: int, what: str) -> None:
@@ -95,29 +128,86 @@ def _check_positions(owner: str, limit: int | None, needed: int, what: str) -> N
                          f"positions; shorten the prompt or max_new_tokens, or lower width")
 
 
-def validate(model, prompts: list, *, schedule: str, schedules: dict, width, max_new_tokens, temperature,
-             eos_token_id, seed, draft_top_k=None, draft_top_p=None, drafter=None,
-             prompt_name: str = "prompt_ids") -> list[torch.Tensor]:
-    """Check every argument of a decode before any model call; returns the prompt tensors.
-
-    ``schedules`` maps the allowed schedule names to their
-    :class:`spec_lib.schedules.Schedule` records (calls, drafter kind).
-    """
+def _check_model(model, any_order: bool, order) -> None:
+    if any_order:
+        missing = [name for name in ANY_ORDER_SEAM if not hasattr(model, name)]
+        if missing:
+            raise ValueError(f"order={order!r} needs a model with an any-order mode (spec_lib.anyorder_models."
+                             f"AnyOrderLM or ExactAnyOrderLM); {type(model).__name__} lacks {missing}")
+        return
     if not all(hasattr(model, name) for name in SPEC_MODEL_API):      # (a Protocol check is slow)
         hint = (" (wrap a transformers model: spec_lib.models.DualModeLM(hf_model, mask_token_id))"
                 if hasattr(model, "config") else "")
         raise TypeError(f"model must implement spec_lib.models.SpecModel, got {type(model).__name__}{hint}")
-    if not isinstance(schedule, str) or schedule not in schedules:
-        raise ValueError(f"schedule must be one of {list(schedules)}, got {schedule!r}")
-    spec = schedules[schedule]
+
+
+def validate(model, prompts: list, *, schedule, width, max_new_tokens, temperature=0.0, eos_token_id=None,
+             seed=None, draft_top_k=None, draft_top_p=None, drafter=None, order=None, stop_sequences=None,
+             branches=None, threshold=None, trace=False, ablation=None, batch: bool = False,
+             prompt_name: str = "prompt_ids") -> Request:
+    """Check every argument of a decode (``batch``: of :func:`spec_lib.decode_batch`) before any
+    model call; returns the :class:`Request`."""
+    from . import ALL_SCHEDULES, ANY_ORDER_ABLATION_NAMES, SCHEDULE_SPECS, resolve
+
+    spec = resolve(schedule)
+    if spec is None:
+        raise ValueError(f"schedule must be one of {list(ALL_SCHEDULES)}, got {schedule!r}")
+    any_order = order is not None or (is_any_order(model) and not batch)
+    _check_model(model, any_order, order)
+    name = spec.name
+    if any_order:
+        if batch:
+            raise ValueError("decode_batch decodes left to right; order= is for spec_lib.decode on an any-order model")
+        if not spec.any_order:
+            allowed = [n for n, s in SCHEDULE_SPECS.items() if s.any_order]
+            raise ValueError(f"schedule {schedule!r} does not run under order= (any-order verification); "
+                             f"allowed: {allowed}")
+        given = {"temperature": temperature != 0, "seed": seed is not None, "draft_top_k": draft_top_k is not None,
+                 "draft_top_p": draft_top_p is not None, "drafter": drafter is not None,
+                 "branches": branches is not None}
+        extra = sorted(k for k, v in given.items() if v)
+        if extra:
+            raise ValueError(f"any-order decoding is greedy with the model's own drafts; it takes no {extra}")
+        if not (isinstance(temperature, numbers.Real) and not isinstance(temperature, bool)):
+            raise ValueError(f"temperature must be 0 for any-order decoding, got {temperature!r}")
+        if ablation is not None and (name == "native" or ablation not in ANY_ORDER_ABLATION_NAMES):
+            allowed = [None] if name == "native" else [None, *ANY_ORDER_ABLATION_NAMES]
+            raise ValueError(f"ablation must be one of {allowed} for any-order {name!r}, got {ablation!r}")
+    else:
+        if spec.run is None:
+            raise ValueError(f"schedule {schedule!r} runs only under order= on an any-order model "
+                             f"(spec_lib.anyorder_models.AnyOrderLM or ExactAnyOrderLM)")
+        if trace:
+            raise ValueError("trace applies to any-order decoding only (pass order= and an any-order model)")
+        if ablation is not None and ablation not in spec.ablations:
+            raise ValueError(f"ablation must be one of {[None, *spec.ablations]} for schedule {name!r}, "
+                             f"got {ablation!r}")
+        if ablation is not None and stop_sequences is not None:
+            raise ValueError("stop_sequences cannot be combined with an ablation")
+    if branches is not None and "branches" not in spec.options:
+        raise ValueError(f"branches applies to schedule 'partial' only, got schedule {schedule!r}")
+    if threshold is not None and "threshold" not in spec.options:
+        raise ValueError(f"threshold applies to schedule 'native' only, got schedule {schedule!r}")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, numbers.Real)
+                                  or not 0.0 < threshold <= 1.0):
+        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    policy = branch_policy("full" if branches is None else branches) if "branches" in spec.options else None
+    if batch and name not in ("ar", "drafted"):
+        raise ValueError(f"decode_batch runs the schedules ['ar', 'drafted'] (alias 'deer'), got {schedule!r}")
+    if batch and (temperature != 0 or stop_sequences is not None or ablation is not None):
+        raise ValueError("decode_batch is greedy (temperature 0) without stop sequences or ablations")
     if not is_int(width) or not 1 <= width <= MAX_WIDTH:
-        raise ValueError(f"width must be an int in [1, {MAX_WIDTH}] (the speculative width W), got {width!r}")
+        raise ValueError(f"width must be an int in [1, {MAX_WIDTH}] (the number of draft tokens per verification: "
+                         f"W of seed 000, k of seed 001, W - 1 of seed 002), got {width!r}")
     width = int(width)
-    for kind in spec.calls:
-        rows = call_kind(kind).rows(0, width, width)
-        if rows > MAX_ROWS_PER_CALL:
-            raise ValueError(f"width={width} gives {rows} rows per {kind!r} call for schedule {schedule!r}, "
-                             f"above the limit of {MAX_ROWS_PER_CALL}; allowed: a smaller width")
+    rows = max(call_kind(kind).rows(0, width, width) for kind in spec.calls if kind != "native") \
+        if name != "native" else width
+    if policy is not None:
+        rows = call_kind("packed").rows(0, width, width) + policy.size * (width + 1)
+    if rows > MAX_ROWS_PER_CALL:
+        raise ValueError(f"width={width} gives {rows} rows per call for schedule {name!r}"
+                         f"{f' with branches={policy.name!r}' if policy else ''}, above the limit of "
+                         f"{MAX_ROWS_PER_CALL}; allowed: a smaller width{' or fewer branches' if policy else ''}")
     limit = getattr(model, "max_positions", None)
     if not is_int(max_new_tokens) or max_new_tokens < 0 or (limit is None and max_new_tokens > MAX_NEW_TOKENS):
         bound = f" <= {MAX_NEW_TOKENS}" if limit is None else ""
@@ -136,42 +226,60 @@ def validate(model, prompts: list, *, schedule: str, schedules: dict, width, max
     if draft_top_p is not None and (isinstance(draft_top_p, (bool, np.bool_)) or not isinstance(draft_top_p, numbers.Real)
                                     or not 0 < draft_top_p <= 1):
         raise ValueError(f"draft_top_p must be None or a number in (0, 1], got {draft_top_p!r}")
-    validate_drafter(model, schedule, drafter, spec.drafter)
-    if schedule == "ar_draft" and (draft_top_k is not None or draft_top_p is not None):
+    if not any_order:
+        validate_drafter(model, schedule, drafter, spec.drafter)
+    if name == "ar_draft" and (draft_top_k is not None or draft_top_p is not None):
         raise ValueError("draft_top_k / draft_top_p are not supported with schedule 'ar_draft' "
                          "(its Q is stored densely, one row per drafter pass)")
-    tensors = [as_prompt_tensor(p, vocab, model.device, prompt_name) for p in prompts]
-    order = getattr(model, "order", 1)
+    if policy is not None:
+        from ..models import DualModeLM
+        from ..toy import ExactModel
+
+        if not isinstance(model, (DualModeLM, ExactModel)):
+            raise TypeError(f"model must be a spec_lib.models.DualModeLM or a spec_lib.toy exact model for "
+                            f"partial-branch decoding, got {type(model).__name__}")
+    stops = check_stop_sequences(stop_sequences, max(max_new_tokens, 1) if any_order else max_new_tokens)
+    if any_order and name != "native":
+        check_order(order_policy("ltr" if order is None else order), width, max_new_tokens)
+    tensors = [as_prompt_tensor(p, vocab, torch.device("cpu") if any_order else model.device, prompt_name)
+               for p in prompts]
+    model_order = getattr(model, "order", 1)
     window = getattr(model, "attention_window", None)
     for prompt in tensors:
         n = prompt.numel()
         if limit is not None and n > limit:
             raise ValueError(f"{prompt_name} has {n} tokens, longer than the model's position "
                              f"limit max_position_embeddings={limit}")
-        if n < order:
-            raise ValueError(f"{prompt_name} must have at least order={order} tokens for this model")
+        if n < model_order:
+            raise ValueError(f"{prompt_name} must have at least order={model_order} tokens for this model")
         if max_new_tokens == 0:
+            continue
+        if any_order:
+            if limit is not None and n + max_new_tokens > limit:
+                raise ValueError(f"prompt ({n}) + max_new_tokens ({max_new_tokens}) exceeds the model's {limit} "
+                                 f"positions")
             continue
         # The last iteration starts with n + L - 1 verified tokens; its calls reach past them.
         needed = n + max_new_tokens - 1 + spec.reach(width)
         if limit is not None and needed > limit:
             raise ValueError(f"max_new_tokens={max_new_tokens} with a {n}-token prompt exceeds the model's "
-                             f"position limit {limit} (schedule {schedule!r} at width {width} places draft rows up "
+                             f"position limit {limit} (schedule {name!r} at width {width} places draft rows up "
                              f"to {spec.reach(width)} positions past the prefix); allowed: max_new_tokens <= "
                              f"{max(0, limit - n - spec.reach(width) + 1)}")
         if window is not None:
             # A sliding-window cache layer cannot be cropped back once it holds `window` entries:
             # every call's K/V (the verified cache plus all the call's rows) must stay below it.
             m = width if spec.reach(width) else 0          # plain AR verifies no draft
-            rows = max(call_kind(kind).rows(0, m, width) for kind in spec.calls)
-            held = n + max_new_tokens - 2 + rows
+            call_rows = rows if policy is not None else max(call_kind(kind).rows(0, m, width) for kind in spec.calls)
+            held = n + max_new_tokens - 2 + call_rows
             if held > window - 1:
                 raise ValueError(f"{type(model).__name__} over a {getattr(getattr(model, 'config', None), 'model_type', '')} "
                                  f"model with sliding-window attention of {window} positions: this decode would hold "
                                  f"{held} entries in a sliding cache layer, which transformers cannot crop back once the "
-                                 f"window is full; allowed: max_new_tokens <= {max(0, window + 1 - rows - n)}")
+                                 f"window is full; allowed: max_new_tokens <= {max(0, window + 1 - call_rows - n)}")
         if drafter is not None:
             _check_positions("the drafter", drafter.max_positions,
                              drafter.positions_needed(n + max_new_tokens - 1, width),
-                             f"schedule {schedule!r} with a {n}-token prompt and max_new_tokens={max_new_tokens}")
-    return tensors
+                             f"schedule {name!r} with a {n}-token prompt and max_new_tokens={max_new_tokens}")
+    return Request(spec, tensors, width, max_new_tokens, any_order, "ltr" if any_order and order is None else order,
+                   stops, policy, DEFAULT_THRESHOLD if threshold is None else float(threshold))

@@ -18,7 +18,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..schedules import DRAFTER_SCHEDULES, DecodeResult, decode
+from ..decoding import decode
+from ..schedules import DRAFTER_SCHEDULES, DecodeResult
 from ..training import data
 from .repetition import repetition_share
 
@@ -479,3 +480,39 @@ def fastest(best: pd.DataFrame) -> dict:
 def at_block(schedule: str, block: int) -> str:
     """The method name of a self-speculative schedule at block size B."""
     return Method(schedule, block - 1).name
+
+
+def batch_throughput(target, drafter, prompts: list, *, batch_sizes, width: int, max_new_tokens: int,
+                     eos_token_id: int | None = None, progress: bool = True):
+    """Tokens/s of ``ar`` and ``deer`` at each batch size (seed 001, Table 5), with a KV cache
+    (:func:`spec_lib.decode_batch`).
+
+    The prompts are cut into consecutive batches of each size (a last partial batch is
+    dropped, so every size decodes the same number of prompts only when it divides it);
+    the two methods alternate batch by batch.  Returns ``(table, outputs)``: per
+    (batch size, method) tokens, wall seconds and tokens/s; and per (batch size, method,
+    prompt) the output tokens, for the identity check against batch size 1.
+    """
+    from ..decoding import decode_batch
+
+    decode_batch(target, prompts[:2], schedule="drafted", width=width, max_new_tokens=8, drafter=drafter)  # warm-up
+    rows, outputs = [], []
+    jobs = [(size, start) for size in batch_sizes for start in range(0, len(prompts) - size + 1, size)]
+    for n, (size, start) in enumerate(tqdm(jobs, desc="batched decoding", disable=not progress)):
+        chunk = prompts[start: start + size]
+        for schedule in (("ar", "deer") if n % 2 == 0 else ("deer", "ar")):
+            results = decode_batch(target, chunk, schedule=schedule, width=width, max_new_tokens=max_new_tokens,
+                                   drafter=drafter if schedule == "deer" else None, eos_token_id=eos_token_id)
+            rows.append({"batch": size, "method": schedule, **results[0].extras["batch"]})
+            outputs += [{"batch": size, "method": schedule, "prompt": start + j, "output": tuple(r.tokens),
+                         "accepted": tuple(r.accepted)} for j, r in enumerate(results)]
+    table = pd.DataFrame(rows).groupby(["batch", "method"], sort=False)[["tokens", "wall_seconds", "cycles"]].sum()
+    table["tokens_per_s"] = table["tokens"] / table["wall_seconds"]
+    return table.reset_index(), pd.DataFrame(outputs)
+
+
+def batch_identity(outputs):
+    """Per (batch size, method): how many batched outputs equal the same prompt's batch-1 output."""
+    single = outputs[outputs["batch"] == 1].set_index(["method", "prompt"])["output"]
+    same = [out == single.get((m, p)) for m, p, out in zip(outputs["method"], outputs["prompt"], outputs["output"])]
+    return outputs.assign(same=same).groupby(["batch", "method"])["same"].agg(same="sum", responses="size").reset_index()

@@ -145,7 +145,7 @@ def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts:
     and every prefix length a compiled diffusion drafter can meet is compiled, so that no shape
     is compiled inside a timed response.  (An 8-token warm-up left Linear-SS's steady draft call
     to the first timed decode that made a second iteration.)"""
-    from ..schedules import decode
+    from ..decoding import decode
 
     grid_extent(prompts, max_new_tokens)                  # a clear error for no prompts or a bad cap
     if not isinstance(max_new_tokens, dict):

@@ -22,7 +22,8 @@ from tqdm.auto import tqdm
 
 from .. import masks
 from ..models import DualModeLM
-from ..schedules import SCHEDULE_SPECS, decode
+from ..decoding import decode
+from ..schedules import SCHEDULE_SPECS
 from ..toy import MarkovLM
 from . import paper
 

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..schedules import SCHEDULE_SPECS, decode
+from ..decoding import decode
+from ..schedules import SCHEDULE_SPECS
 from ..toy import MarkovLM, ScriptedDrafterLM
 from . import sim
 

@@ -213,7 +213,7 @@ def replay_agrees_with_decoding(target, drafter, rounds: pd.DataFrame, greedy: p
     ``drafter`` (its passes must equal the replayed pass); at every complete round after the
     first (the first has no target features yet) the decoded accepted drafts must equal the
     replayed A at that anchor, for at least ``min_share`` of rounds (float32 ties aside)."""
-    from ..schedules import decode
+    from ..decoding import decode
 
     step = drafter.passes
     agree = total = 0

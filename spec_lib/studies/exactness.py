@@ -21,7 +21,7 @@ import torch
 from scipy import stats
 
 from .. import verify
-from ..schedules import decode
+from ..decoding import decode
 from ..toy import MarkovLM
 
 

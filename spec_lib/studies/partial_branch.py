@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 
 from .. import masks
 from ..masks.partial import partial_layout
-from ..schedules import decode
-from ..schedules.partial import branch_policy, decode_partial
+from ..decoding import decode
+from ..schedules.branches import branch_policy
 from ..toy import MarkovLM, ScriptedDrafterLM
 from . import grid, sim
 from .dominance import nfe_to_reach
@@ -83,7 +83,7 @@ def _nfe_curves(model, prompt, width, length, policies) -> dict[str, np.ndarray]
     packed = decode(model, prompt, schedule="packed", width=width, max_new_tokens=length)
     out = {"packed": nfe_to_reach(packed.accepted, 1, length)}
     for policy in policies:
-        res = decode_partial(model, prompt, width=width, max_new_tokens=length, branches=policy)
+        res = decode(model, prompt, schedule="partial", width=width, max_new_tokens=length, branches=policy)
         if res.tokens != packed.tokens:
             raise AssertionError(f"partial ({policy}) and packed outputs differ on a greedy scripted model")
         out[policy] = nfe_to_reach(res.accepted, 1, length)
@@ -186,12 +186,12 @@ def _sample_chunk(args) -> Counter:
     toy_kwargs, prompt, seeds, kwargs = args
     torch.set_num_threads(1)
     toy = MarkovLM(**toy_kwargs)
-    return Counter(tuple(decode_partial(toy, prompt, seed=s, **kwargs).tokens) for s in seeds)
+    return Counter(tuple(decode(toy, prompt, schedule="partial", seed=s, **kwargs).tokens) for s in seeds)
 
 
 def sample_partial(toy_kwargs: dict, prompt: list[int], n: int, *, seed: int = 0, workers: int = 2,
                    **kwargs) -> Counter:
-    """Counts of ``decode_partial(MarkovLM(**toy_kwargs), prompt, seed=s, **kwargs)`` for n seeds
+    """Counts of ``decode(MarkovLM(**toy_kwargs), prompt, schedule="partial", seed=s, **kwargs)`` for n seeds
     (seed * 10**7 + i; the counts do not depend on ``workers``)."""
     seeds = np.arange(n) + seed * 10_000_000
     chunks = [(toy_kwargs, prompt, part.tolist(), kwargs) for part in np.array_split(seeds, max(1, workers) * 4)]
@@ -269,9 +269,8 @@ class PartialMethod:
         return f"{self.schedule}{extra} B={self.width + 1}"
 
     def decode(self, model, prompt, **kwargs):
-        if self.schedule == "partial":
-            return decode_partial(model, prompt, width=self.width, branches=self.branches, **kwargs)
-        return decode(model, prompt, schedule=self.schedule, width=self.width, **kwargs)
+        branches = {"branches": self.branches} if self.schedule == "partial" else {}
+        return decode(model, prompt, schedule=self.schedule, width=self.width, **branches, **kwargs)
 
     def runner(self, model) -> grid.Runner:
         return grid.Runner(self.name, self.schedule, self.width, functools.partial(self.decode, model),

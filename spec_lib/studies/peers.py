@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..schedules import decode
+from ..decoding import decode
 
 
 def assisted_generate(target_hf, assistant_hf, prompt: list[int], *, k: int, max_new_tokens: int,

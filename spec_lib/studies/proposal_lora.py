@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..lora import adapter_rows
-from ..schedules import decode
+from ..decoding import decode
 from . import grid
 from .bench import paired_bootstrap
 

@@ -16,7 +16,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
-from ..schedules import decode
+from ..decoding import decode
 from . import bench
 
 
