@@ -300,7 +300,7 @@ def test_order_needs_an_any_order_model():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"schedule": "ar"}, "schedule must be one of"), ({"width": 0}, "width"), ({"max_new_tokens": -1}, "max_new_tokens"),
+    ({"schedule": "ar"}, "does not run under order="), ({"width": 0}, "width"), ({"max_new_tokens": -1}, "max_new_tokens"),
     ({"max_new_tokens": 100}, "positions"), ({"eos_token_id": 8}, "eos_token_id"), ({"threshold": 0}, "threshold"),
     ({"ablation": "x"}, "ablation"),
 ])

@@ -35,9 +35,9 @@ BAD = [
     ({"width": 2.5}, [1, 2], r"width must be an int in \[1, 1024\]"),
     ({"width": 10 ** 6}, [1, 2], r"width must be an int in \[1, 1024\]"),
     ({"width": True}, [1, 2], r"width must be an int in \[1, 1024\]"),
-    ({"schedule": "quadratic", "width": 200}, [1, 2], r"width=200 gives 40602 rows per 'quadratic' call"),
+    ({"schedule": "quadratic", "width": 200}, [1, 2], r"width=200 gives 40602 rows per call for schedule 'quadratic'"),
     ({"max_new_tokens": -1}, [1, 2], r"max_new_tokens must be an int >= 0"),
-    ({"schedule": "tree"}, [1, 2], r"schedule must be one of \['ar', 'linear', 'quadratic', 'packed', 'deer', 'ar_draft'\]"),
+    ({"schedule": "tree"}, [1, 2], r"schedule must be one of \['ar', 'linear', 'quadratic', 'packed', 'partial', 'drafted', 'ar_draft', 'native', 'deer'\]"),
     ({"schedule": ["ar"]}, [1, 2], r"schedule must be one of"),
     ({"temperature": -0.1}, [1, 2], r"temperature must be a finite number >= 0"),
     ({"temperature": float("nan")}, [1, 2], r"temperature must be a finite number >= 0"),
@@ -88,7 +88,7 @@ def test_bad_input_raises_before_any_model_call(random_hf_model, override, promp
     ({}, [1, 99], r"prompts\[i\] must be token ids in \[0, 48\)"),
     ({}, list(range(40)) * 7, r"longer than the model's position limit max_position_embeddings=256"),
     ({"max_new_tokens": 300}, [1, 2], r"max_new_tokens=300 .* exceeds the model's position limit 256"),
-    ({"schedule": "packed"}, [1, 2], r"schedule must be one of \['ar', 'deer'\]"),
+    ({"schedule": "packed"}, [1, 2], r"decode_batch runs the schedules \['ar', 'drafted'\] \(alias 'deer'\)"),
     ({"schedule": "deer"}, [1, 2], r"schedule 'deer' needs drafter"),
 ])
 def test_decode_batch_validates_the_same_way(random_hf_model, override, prompt, pattern):

@@ -152,7 +152,7 @@ def test_bad_input_is_rejected_before_any_call():
         args = dict(width=3, max_new_tokens=8, branches="full") | kwargs
         with pytest.raises(ValueError, match=message):
             decode(toy, [1], schedule="partial", **args)
-    with pytest.raises(TypeError, match="DualModeLM or a spec_lib.toy exact model"):
+    with pytest.raises(TypeError, match="model must implement spec_lib.models.SpecModel"):
         decode(object(), [1], schedule="partial", width=3, max_new_tokens=8)
     with pytest.raises(ValueError, match="branches must be outcomes"):
         build((4,), 5, 3)

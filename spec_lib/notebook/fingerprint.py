@@ -534,7 +534,7 @@ COMPONENTS: tuple[Component, ...] = (
                              "spec_lib.drafters.feature_target", "spec_lib.drafters.head_block",
                              "spec_lib.drafters.domino", "spec_lib.drafters.dspark"), block_editing),
     Component("batch", ("spec_lib.batch",), batching),
-    Component("partial", ("spec_lib.schedules.partial",), partial_branches),
+    Component("partial", ("spec_lib.schedules.partial", "spec_lib.schedules.branches"), partial_branches),
     Component("any_order", ("spec_lib.schedules.anyorder", "spec_lib.anyorder_models"), any_order),
     Component("static_path", ("spec_lib.compiled", "spec_lib.compiled_drafters"), static_path),
     Component("lora", ("spec_lib.lora",), proposal_lora),

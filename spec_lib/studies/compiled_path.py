@@ -32,11 +32,11 @@ def call_rows(method: bench.Method) -> int:
     ``m`` = 0 or ``width`` drafts, from the call-kind registry: seed 000, Table 2's Linear-SS
     W + 1 per call, Packed-SS 2(W + 1), Quadratic-SS (W + 1)(W + 2); a drafter schedule's
     verification of k drafts, k + 1)."""
-    from ..schedules import SCHEDULE_SPECS
+    from ..schedules import ALL_SCHEDULES, resolve
 
-    spec = SCHEDULE_SPECS.get(method.schedule)
+    spec = resolve(method.schedule)
     if spec is None:
-        raise ValueError(f"the compiled path runs the schedules {sorted(SCHEDULE_SPECS)}, got {method.schedule!r}")
+        raise ValueError(f"the compiled path runs the schedules {list(ALL_SCHEDULES)}, got {method.schedule!r}")
     w = method.width
     drafts = (0, w) if spec.reach(w) else (0,)          # a schedule reaching no further (AR) drafts nothing
     return max(masks.call_kind(kind).rows(0, m, w) for kind in spec.calls for m in drafts)
