@@ -1,4 +1,4 @@
-"""The separate drafters on the compiled fast path (:mod:`spec_lib.compiled_drafters`) against
+"""The separate drafters on the compiled fast path (:mod:`spec_lib.compiled.drafters`) against
 their eager versions: time per drafting call, measured in one run.
 
 * DEER's diffusion drafter (seed 001): one pass over ``[prefix tail][SEP][MASK]*k``, eager
@@ -34,7 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from spec_lib import decode
-from spec_lib.compiled_drafters import StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter
+from spec_lib.compiled.drafters import StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter
 from spec_lib.drafters import ARDrafter, DiffusionDrafter
 from spec_lib.drafters.block_edit import BlockEditDrafter
 from spec_lib.drafters.feature_block import build_feature_block_drafter
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
         rows.append({"case": name(case), "eager_ms_per_call": 1e3 * float(np.median(eager)) / per,
                      "compiled_ms_per_call": 1e3 * float(np.median(compiled)) / per,
                      "speedup": median_ci(eager / compiled)})
-    report = {"code_version": code_key(["spec_lib.compiled_drafters", "spec_lib.drafters"]),
+    report = {"code_version": code_key(["spec_lib.compiled.drafters", "spec_lib.drafters"]),
               "args": vars(args), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
               "params_millions": sum(p.numel() for p in hf.parameters()) / 1e6, "vocab": vocab,
               "context": config.context, "warm_up_seconds": warm_seconds,

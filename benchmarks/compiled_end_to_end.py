@@ -1,7 +1,7 @@
 """The trained DFlash / DEdit drafters (seed 002; notebook 31's) end to end on both execution
 paths: on the eager path the ``FeatureTarget`` verifies and the ``BlockEditDrafter`` drafts; on
 the compiled path the target is a ``StaticFeatureTarget(compile=True)`` and the drafter a
-``StaticBlockEditDrafter(compile=True)`` (:mod:`spec_lib.compiled_drafters`), so target and
+``StaticBlockEditDrafter(compile=True)`` (:mod:`spec_lib.compiled.drafters`), so target and
 drafter both run compiled; plain AR on each path beside them.
 
 Every prompt is decoded by every method on both paths, paths and methods in a rotating order
@@ -26,7 +26,7 @@ import time
 import torch
 
 from spec_lib import decode
-from spec_lib.compiled_drafters import StaticBlockEditDrafter, StaticFeatureTarget
+from spec_lib.compiled.drafters import StaticBlockEditDrafter, StaticFeatureTarget
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
 from spec_lib.studies import bench, compiled_path
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                                                          r["throughput_ratio_high"]] for r in table.to_dict("records")}
     compile_seconds = {"target": compiled_path.shape_names(static.compile_seconds)}
     compile_seconds |= {label: compiled_path.shape_names(d.compile_seconds) for label, d in drafters["compiled"].items()}
-    report = {"code_version": code_key(["spec_lib.compiled_drafters", "spec_lib.drafters", "spec_lib.schedules",
+    report = {"code_version": code_key(["spec_lib.compiled.drafters", "spec_lib.drafters", "spec_lib.schedules",
                                         "spec_lib.studies.bench", "spec_lib.studies.compiled_path"]),
               "drafter_key": drafter_key(args.preset), "args": vars(args), "torch": torch.__version__,
               "torch_threads": torch.get_num_threads(), "width": width, "prompts": bench.prompt_counts(prompts),

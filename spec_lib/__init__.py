@@ -33,6 +33,9 @@ def __getattr__(name: str):
     if name == "SCHEDULES":
         from .schedules import SCHEDULES
         return SCHEDULES
+    if name in ("load", "checkpoint_key"):
+        from .training import registry
+        return getattr(registry, name)
     raise AttributeError(f"module 'spec_lib' has no attribute {name!r}")
 
 

@@ -26,7 +26,7 @@ import torch
 from .architectures import check_architecture
 from .masks.anyorder import NEW, VERIFY, AnyOrderLayout, any_order_visible
 from .masks.predicates import causal_visible, to_additive
-from .models import PerThreadState
+from .models import PerThreadState, WrapsHFModel
 
 
 @dataclass
@@ -36,7 +36,7 @@ class _State:
     pending: int | None = None               # rows of the last call not yet committed
 
 
-class AnyOrderLM(PerThreadState):
+class AnyOrderLM(WrapsHFModel, PerThreadState):
     """A transformers causal LM trained as an any-order model (token rows and mask rows, SetDLM's
     construction), driven by explicit masks and position ids.
 
@@ -59,14 +59,6 @@ class AnyOrderLM(PerThreadState):
         self.mask_token_id = mask_token_id
         self.vocab_size = vocab
         self.max_positions = getattr(config, "max_position_embeddings", None)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.hf_model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.hf_model.parameters()).dtype
 
     @property
     def cache_len(self) -> int:

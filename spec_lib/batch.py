@@ -151,7 +151,7 @@ def _cycle(state: _Batch, first: bool = False) -> None:
     if k:
         prefixes = [state.buffer[b, : state.length_host[b]] for b in state.live_host]
         start = time.perf_counter()
-        logits_d, _, _ = state.drafter.draft_logits_batch(prefixes, k)              # (N, k, V)
+        logits_d = state.drafter.draft_logits_batch(prefixes, k).logits              # (N, k, V)
         state.drafter_seconds += time.perf_counter() - start
         draft = logits_d.argmax(-1)                                                 # (N, k)
         ids = torch.cat([last[:, None], draft], 1)

@@ -25,6 +25,10 @@ from .schedules.partial import PartialBranchModel
 from .schedules.stops import StopSequenceDecoding
 from .schedules.validation import is_any_order, validate
 
+#: the options of :func:`decode` that :func:`decode_batch` takes only at these (greedy, left-to-right) values
+BATCH_REFUSED = {"temperature": 0.0, "order": None, "stop_sequences": None, "ablation": None, "branches": None,
+                 "threshold": None, "trace": False}
+
 
 def decode(model, prompt_ids, *, schedule: str, width: int, max_new_tokens: int, drafter=None, order=None,
            stop_sequences=None, branches=None, temperature: float = 0.0, eos_token_id: int | None = None,
@@ -123,6 +127,10 @@ def decode_batch(model, prompts: list, *, schedule: str, width: int, max_new_tok
     started = time.perf_counter()
     if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
         raise ValueError("prompts must be a non-empty list of token-id sequences")
+    refused = sorted(name for name, default in BATCH_REFUSED.items() if name in options and options[name] != default)
+    if refused:
+        raise ValueError(f"decode_batch is greedy and left to right: it takes {refused} only at their defaults "
+                         f"{ {name: BATCH_REFUSED[name] for name in refused} }")
     request = validate(model, list(prompts), schedule=schedule, width=width, max_new_tokens=max_new_tokens,
                        eos_token_id=eos_token_id, drafter=drafter, batch=True, prompt_name="prompts[i]", **options)
     return run_batch(model, drafter, request, None if eos_token_id is None else int(eos_token_id), started)

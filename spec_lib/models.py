@@ -145,6 +145,20 @@ class PerThreadState:
         return {k: v for k, v in self.__dict__.items() if k != "_local"}
 
 
+class WrapsHFModel:
+    """Mixin of the wrappers of one transformers model (``self.hf_model``): its device and dtype."""
+
+    hf_model: torch.nn.Module
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf_model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.hf_model.parameters()).dtype
+
+
 @dataclass
 class _Session:
     """One thread's decode state of a :class:`DualModeLM`."""
@@ -159,7 +173,7 @@ def _is_token_id(value, vocab: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and 0 <= value < vocab
 
 
-class DualModeLM(PerThreadState):
+class DualModeLM(WrapsHFModel, PerThreadState):
     """A shared-weight AR + diffusion model driven by attention masks alone.
 
     Causal rows predict the next token (shifted); MASK rows in a proposal block predict
@@ -193,14 +207,6 @@ class DualModeLM(PerThreadState):
         self.max_positions = getattr(config, "max_position_embeddings", None)
         self.attention_window = attention_window(config)
         self._templates: dict[tuple, masks.LayoutTemplate] = {}
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.hf_model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.hf_model.parameters()).dtype
 
     @property
     def cache_len(self) -> int:

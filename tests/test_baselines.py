@@ -69,7 +69,8 @@ def test_slot_by_slot_inference_equals_the_teacher_forced_forward(trained_heads,
     prompt = target_hf.chain.sample_sequences(1, 10, seed=5)[0].tolist()
     result = decode(target, prompt, schedule="deer", width=WIDTH, max_new_tokens=12, drafter=drafter)
     prefix = torch.tensor(prompt + result.tokens)
-    logits, tokens, confidence, _, _ = drafter.draft_logits(prefix, WIDTH)
+    round_ = drafter.draft_logits(prefix, WIDTH)
+    logits, tokens, confidence = round_.logits, round_.tokens, round_.confidence
     a = prefix.numel() - 1
     embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
     from spec_lib.training.dedit import target_features
@@ -113,7 +114,8 @@ def test_dspark_cuts_verification_at_the_first_unconfident_slot(trained_heads):
     target = FeatureTarget(target_hf, MASK_ID, network.config.target_layer_ids)
     prompt = torch.tensor(target_hf.chain.sample_sequences(1, 10, seed=7)[0].tolist())
     full = HeadBlockDrafter(target, network)
-    logits, tokens, confidence, _, _ = full.draft_logits(prompt, WIDTH)
+    round_ = full.draft_logits(prompt, WIDTH)
+    logits, tokens, confidence = round_.logits, round_.tokens, round_.confidence
     for threshold in (0.0, float(confidence.min()) + 1e-6, float(confidence.median()), 1.0):
         drafter = HeadBlockDrafter(target, network, confidence_threshold=threshold)
         out = drafter.draft(prompt, WIDTH, lambda x: (x.argmax(-1), None))
@@ -131,7 +133,7 @@ def _moderate_prompt(target, drafter, chain):
         prompt = chain.sample_sequences(1, 8, seed=1000 + seed)[0].tolist()
         target.reset()
         drafter.reset()
-        d = int(drafter.draft_logits(torch.tensor(prompt), WIDTH)[1][0])
+        d = int(drafter.draft_logits(torch.tensor(prompt), WIDTH).tokens[0])
         with torch.no_grad():
             p = target.lm(torch.tensor([prompt])).logits[0, -1].softmax(-1).numpy()
         if 0.25 <= p[d] <= 0.75:

@@ -40,7 +40,7 @@ def test_cached_inference_equals_the_training_forward(trained_pair):
     drafter = BlockEditDrafter(target, network, passes=3)
     result = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=drafter)
     prefix = torch.tensor(prompt + result.tokens)
-    logits, _, _ = drafter.draft_logits(prefix, WIDTH - 1)                # the next round, P3
+    logits = drafter.draft_logits(prefix, WIDTH - 1).logits               # the next round, P3
     seq = prefix[None]
     features = target_features(target_hf, seq[:, :-1], network.config.target_layer_ids)
     a = prefix.numel() - 1
@@ -120,7 +120,7 @@ def _moderate_prompt(target, drafter, chain):
         prompt = chain.sample_sequences(1, 8, seed=1000 + seed)[0].tolist()
         target.reset()
         drafter.reset()
-        d = int(drafter.draft_logits(torch.tensor(prompt), WIDTH - 1)[0][0].argmax())
+        d = int(drafter.draft_logits(torch.tensor(prompt), WIDTH - 1).logits[0].argmax())
         with torch.no_grad():
             p = target.lm(torch.tensor([prompt])).logits[0, -1].softmax(-1).numpy()
         if 0.25 <= p[d] <= 0.75:

@@ -758,7 +758,7 @@ def test_compiled_drafters_benchmark():
     a DEdit round (P3) 1.14-1.19x (CI low ends 1.04-1.10).  Asserted with room for the run-to-run
     spread: for DEER and the AR drafter a median above 1.25 and a CI low end above 1.05; for DEdit
     a median above 1.1 and a CI low end above 1.0."""
-    report = benchmark_report("compiled_drafters_cpu", ["spec_lib.compiled_drafters", "spec_lib.drafters"],
+    report = benchmark_report("compiled_drafters_cpu", ["spec_lib.compiled.drafters", "spec_lib.drafters"],
                               "benchmarks/compiled_drafters.py")
     rows = {r["case"]: r for r in report["per_call"]}
     assert len(rows) == 15 and report["dedit_passes"] == 3, sorted(rows)
@@ -920,7 +920,7 @@ def test_compiled_end_to_end_benchmark():
     change it), and the target compiled (its verification shape has a compile time)."""
     from spec_lib.training.block_drafters import drafter_key
 
-    report = benchmark_report("compiled_end_to_end_cpu", ["spec_lib.compiled_drafters", "spec_lib.drafters",
+    report = benchmark_report("compiled_end_to_end_cpu", ["spec_lib.compiled.drafters", "spec_lib.drafters",
                               "spec_lib.schedules", "spec_lib.studies.bench", "spec_lib.studies.compiled_path"],
                               "benchmarks/compiled_end_to_end.py")
     assert report["drafter_key"] == drafter_key("cpu")

@@ -19,7 +19,8 @@ import torch
 
 from spec_lib import decode
 from spec_lib.models import DualModeLM
-from spec_lib.compiled import CompiledRegions, MaskStrips, StaticDualModeLM, _GuardStance, skipped_guards, warm_up
+from spec_lib.compiled import CompiledRegions, MaskStrips, StaticDualModeLM, skipped_guards, warm_up
+from spec_lib.compiled.target import _GuardStance
 
 from .conftest import MASK_ID, as_dual, prompts
 from .test_lossless_greedy import MAX_NEW, references

@@ -1,4 +1,4 @@
-"""The separate drafters on the compiled fast path (spec_lib.compiled_drafters) are as exact as
+"""The separate drafters on the compiled fast path (spec_lib.compiled.drafters) are as exact as
 the eager ones: greedy ``deer`` and ``ar_draft`` outputs equal ``generate`` in float64 (seed 001,
 lossless verification) with the static target and static drafters, compiled and not; the padded
 diffusion drafter's draft logits equal the eager drafter's; the AR drafter's cache is reused and
@@ -13,7 +13,7 @@ import torch
 
 from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM
-from spec_lib.compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
+from spec_lib.compiled.drafters import StaticARDrafter, StaticDiffusionDrafter
 from spec_lib.drafters import ARDrafter, DiffusionDrafter
 
 from .conftest import MASK_ID, SEP_ID, prompts
@@ -67,11 +67,11 @@ def test_padded_diffusion_logits_equal_the_eager_drafter(drafters):
     for n in (1, 5, CONTEXT - 1, CONTEXT, CONTEXT + 9):        # padded, exactly full, truncated
         prefix = torch.arange(n) % (SEP_ID - 1) + 1
         for k in (1, 6):
-            a, _, rows_a = eager.draft_logits(prefix, k)
+            a = eager.draft_logits(prefix, k)
             for drafter in (static, buckets):
-                b, _, rows_b = drafter.draft_logits(prefix, k)
-                assert rows_a == rows_b
-                torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+                b = drafter.draft_logits(prefix, k)
+                assert a.rows == b.rows
+                torch.testing.assert_close(b.logits, a.logits, rtol=1e-10, atol=1e-10)
     # negative control: a padding key left visible changes the logits of a short prefix
     positions, mask = static._positions_and_mask(3, 6, torch.device("cpu"), torch.float64)
     broken = mask.clone()
@@ -126,7 +126,7 @@ def test_bad_arguments_are_refused(drafters):
 
 # ----- DFlash / DEdit (seed 002) on static context buffers ------------------------------------
 
-from spec_lib.compiled_drafters import StaticBlockEditDrafter, StaticFeatureTarget  # noqa: E402
+from spec_lib.compiled.drafters import StaticBlockEditDrafter, StaticFeatureTarget  # noqa: E402
 from spec_lib.drafters.block_edit import BlockEditDrafter  # noqa: E402
 from spec_lib.drafters.feature_target import FeatureTarget  # noqa: E402
 
@@ -213,27 +213,27 @@ def test_block_edit_logits_equal_the_eager_drafter_and_buffers_are_reused(traine
     result = decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
     buffer = static.state.kv[0][0]
     prefix = torch.tensor(prompt + result.tokens)
-    a, _, _ = static.draft_logits(prefix, WIDTH - 1)                      # the next round, P3
+    a = static.draft_logits(prefix, WIDTH - 1).logits                     # the next round, P3
     decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=eager)
-    b, _, _ = eager.draft_logits(prefix, WIDTH - 1)
+    b = eager.draft_logits(prefix, WIDTH - 1).logits
     torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
     decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
     assert static.state.kv[0][0].data_ptr() == buffer.data_ptr()          # reused, not reallocated
     # the buffers are read only up to the pointer: garbage behind it changes nothing, the same
     # garbage in a written row (the negative control) changes the logits
     decode(target, prompt, schedule="deer", width=WIDTH - 1, max_new_tokens=12, drafter=static)
-    same, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    same = static.draft_logits(prefix, WIDTH - 1).logits
     state = static.state                                                  # this decode's (rows = prefix - 1)
     assert state.rows == prefix.numel() - 1
     for k_buf, v_buf in state.kv:
         k_buf[:, :, state.rows:] = 1e3
         v_buf[:, :, state.rows:] = 1e3
-    behind, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    behind = static.draft_logits(prefix, WIDTH - 1).logits
     torch.testing.assert_close(behind, same, rtol=1e-9, atol=1e-9)
     for k_buf, v_buf in state.kv:
         k_buf[:, :, 0] = 1e3
         v_buf[:, :, 0] = 1e3
-    written, _, _ = static.draft_logits(prefix, WIDTH - 1)
+    written = static.draft_logits(prefix, WIDTH - 1).logits
     assert (written - same).abs().max() > 1e-3
 
 

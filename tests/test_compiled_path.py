@@ -104,7 +104,7 @@ def test_drafter_methods_run_with_compiled_drafters_on_the_compiled_path(trained
     grid meets (target, both drafters; every padded prefix length of the diffusion drafter),
     and drafters without a twin or methods that differ between paths are refused with their
     names."""
-    from spec_lib.compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
+    from spec_lib.compiled.drafters import StaticARDrafter, StaticDiffusionDrafter
     from spec_lib.drafters import ARDrafter, DiffusionDrafter
 
     from .conftest import MASK_ID, SEP_ID
@@ -188,7 +188,7 @@ def test_the_warm_up_compiles_every_bucket_a_later_prompt_meets(trained_hf_model
     first prompt meets only the diffusion drafter's smallest bucket, so without compiling every
     bucket up front (``_warm_drafters``) the long prompt's bucket is compiled inside the timed
     grid (the negative control, run here); with it, the timed grid compiles nothing."""
-    from spec_lib.compiled_drafters import StaticDiffusionDrafter
+    from spec_lib.compiled.drafters import StaticDiffusionDrafter
     from spec_lib.drafters import DiffusionDrafter
 
     from .conftest import MASK_ID, SEP_ID

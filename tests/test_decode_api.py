@@ -124,7 +124,8 @@ def test_decode_batch_refuses_what_it_does_not_run():
     cases = [(dict(schedule="packed"), "decode_batch runs the schedules"),
              (dict(schedule="ar", temperature=1.0), "decode_batch is greedy"),
              (dict(schedule="ar", stop_sequences=[[1]]), "decode_batch is greedy"),
-             (dict(schedule="ar", order="ltr"), "order=")]
+             (dict(schedule="ar", order="ltr"), r"takes \['order'\] only at their defaults"),
+             (dict(schedule="ar", branches="full", trace=True), r"\['branches', 'trace'\]")]
     for options, message in cases:
         with pytest.raises(ValueError, match=message):
             decode_batch(target, [[1, 2]], width=3, max_new_tokens=4, **options)
@@ -179,3 +180,54 @@ def test_options_of_another_schedule_are_refused(options, message):
 def test_any_order_options_are_checked(options, message):
     with pytest.raises(ValueError, match=message):
         decode(ExactAnyOrderLM(8, 64, seed=1), [1, 2], width=3, max_new_tokens=4, **options)
+
+
+def test_every_drafter_implements_the_one_protocol():
+    """Every drafter of ``spec_lib.drafters`` and of the compiled path is a ``Drafter``; the
+    block drafters' ``draft_logits`` all return a ``DraftLogits`` (one entry of seconds and rows
+    per pass); an object without ``draft`` is not a drafter (negative control)."""
+    from spec_lib.compiled.drafters import StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter
+    from spec_lib.drafters import (BlockDrafter, BlockEditDrafter, DraftLogits, Drafter, HeadBlockDrafter)
+    from spec_lib.drafters.domino import DominoConfig, DominoNetwork
+    from spec_lib.notebook.fingerprint import _feature_setup
+
+    _, network, target = _feature_setup()
+    base = {k: v for k, v in network.config.to_dict().items()
+            if k not in ("model_type", "architectures", "transformers_version")}
+    domino = DominoNetwork(DominoConfig(gru_hidden=8, mlp_hidden=8, **base)).double().eval()
+    block = [DiffusionDrafter(tiny_lm("qwen3", seed=6, layers=1), MASK_ID, SEP_ID, context=8),
+             StaticDiffusionDrafter(tiny_lm("qwen3", seed=6, layers=1), MASK_ID, SEP_ID, context=8),
+             BlockEditDrafter(target, network, passes=3), StaticBlockEditDrafter(target, network, passes=3),
+             HeadBlockDrafter(target, domino), ExactDiffusionDrafter(MarkovLM(VOCAB, seed=9))]
+    serial = [ARDrafter(tiny_lm("qwen3", seed=7, layers=1)), StaticARDrafter(tiny_lm("qwen3", seed=7, layers=1)),
+              ExactARDrafter(MarkovLM(VOCAB, seed=9))]
+    for drafter in block + serial:
+        assert isinstance(drafter, Drafter), type(drafter).__name__
+    prefix = torch.tensor([1, 5, 2])
+    for drafter in block[:5]:
+        assert isinstance(drafter, BlockDrafter), type(drafter).__name__
+        drafter.reset()
+        round_ = drafter.draft_logits(prefix, 3)
+        assert isinstance(round_, DraftLogits) and round_.logits.shape == (3, VOCAB), type(drafter).__name__
+        assert len(round_.seconds) == len(round_.rows) >= 1, type(drafter).__name__
+    assert not isinstance(object(), Drafter) and not isinstance(serial[0], BlockDrafter)
+
+
+def test_the_readme_decoding_snippet_runs_as_written():
+    """README, *Decoding in five lines*: the first code block of that section runs unchanged
+    and its toy decode returns AR's greedy tokens (the snippet's greedy call is a Packed-SS
+    decode of an exact toy)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Decoding in five lines", 1)
+    assert len(section) == 2, "the README lost its 'Decoding in five lines' section"
+    block = re.search(r"```python\n(.*?)```", section[1], flags=re.S)
+    assert block, "no python block in the section"
+    scope: dict = {}
+    exec(compile(block.group(1), "README.md", "exec"), scope)
+    toy, res = scope["toy"], scope["res"]
+    packed = decode(toy, [0, 1, 2], schedule="packed", width=4, max_new_tokens=32)
+    assert packed.tokens == decode(toy, [0, 1, 2], schedule="ar", width=1, max_new_tokens=32).tokens
+    assert len(res.tokens) == 32 and res.nfe >= 1

@@ -14,7 +14,7 @@ from spec_lib import decode
 from spec_lib.drafters.feature_target import FeatureTarget
 from spec_lib.drafters.head_block import HeadBlockDrafter
 from spec_lib.studies import editing, future_context
-from spec_lib.studies.anchor_replay import anchor_blocks
+from spec_lib.studies.editing import anchor_blocks
 from spec_lib.training import block_edit
 
 from .conftest import MASK_ID

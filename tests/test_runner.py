@@ -350,16 +350,20 @@ def test_real_notebooks_declare_their_order_and_gpu_needs():
     from spec_lib.notebook import cluster
 
     notebooks = {p.stem: p for p in sorted(params.NOTEBOOKS_DIR.glob("*.ipynb"))}
+    loading = 0
     for stem, path in notebooks.items():
         resources, needs = cluster.declared(path, "gpu")
         assert all(need in notebooks and need < stem for need in needs), stem
         source = path.read_text()
-        trainer = {"load_model(": "10_", "load_deer(": "20_", "load_block_drafters(": "30_"}
+        trainer = {'spec_lib.load(\\"target\\"': "10_", 'spec_lib.load(\\"deer\\"': "20_",
+                   'spec_lib.load(\\"dedit\\"': "30_"}
         for call, prefix in trainer.items():
+            loading += call in source
             if call in source and not stem.startswith(prefix):
                 assert any(n.startswith(prefix) for n in needs), f"{stem} calls {call} without needs"
         gpu = params.load_params(path, "gpu").get("device") == "cuda"
         assert (resources.get("GPU", 0) >= 1) == gpu, stem
+    assert loading >= 10, "the loader calls the check looks for are not in the notebooks (renamed?)"
 
 
 def test_stale_runs_only_stale_notebooks_longest_first_and_keeps_the_ledger(project, capsys):

@@ -54,7 +54,7 @@ def test_the_layers_hold_and_no_siblings_import_each_other(tree_copy):
     # an upward import inside a function (the one the fan-out had: studies -> notebook)
     ("studies/fanout.py", "def _up():\n    from ..notebook import cluster\n", LAYERS),
     # the core reaching into training
-    ("schedules/packed.py", "def _up():\n    from ..training import data\n", LAYERS),
+    ("schedules/loops.py", "def _up():\n    from ..training import data\n", LAYERS),
     # a cycle between siblings (the runner's module and the Dask runner, as before)
     ("notebook/run.py", "def _back():\n    from . import cluster\n", "no import cycle between siblings"),
 ])
@@ -75,7 +75,7 @@ def test_an_upward_import_or_a_cycle_breaks_a_contract(tmp_path, module, line, b
 
 def test_core_never_imports_training_studies_or_notebook():
     reached = provenance.closure(CORE)
-    assert "spec_lib.schedules.packed" in reached and "spec_lib.masks.layouts" in reached   # the walk works
+    assert "spec_lib.schedules.loops" in reached and "spec_lib.masks.layouts" in reached   # the walk works
     assert not [m for m in reached if m.startswith(UPPER)]
 
 
@@ -90,7 +90,7 @@ def test_training_pipelines_do_not_import_inference_layouts():
 def test_import_resolution_handles_relative_and_package_imports():
     source = "from .. import verify\nfrom ..masks import predicates, call_kind\nimport spec_lib.toy\n" \
              "def f():\n    from .state import Decoding\n"
-    found = provenance.imports_in_source(source, "spec_lib.schedules.packed")
+    found = provenance.imports_in_source(source, "spec_lib.schedules.loops")
     assert found == {"spec_lib.verify", "spec_lib.masks.predicates", "spec_lib.masks", "spec_lib.toy",
                      "spec_lib.schedules.state"}
 

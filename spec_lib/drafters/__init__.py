@@ -5,16 +5,23 @@ k tokens in **one** forward pass from ``[prefix][SEP][MASK]*k``, each q_theta(. 
 conditioned only on the verified prefix; an AR drafter (the EAGLE-3 role) proposes k
 tokens in k passes, each conditioned on the drafts before it.
 
-* :class:`Drafter` (:mod:`~spec_lib.drafters.base`): the protocol the schedules use;
+* :class:`Drafter` and :class:`BlockDrafter` (:mod:`~spec_lib.drafters.base`): the protocol the
+  schedules use, and the block drafters' ``draft_logits`` returning :class:`DraftLogits`;
 * :class:`DiffusionDrafter` / :class:`ARDrafter`: transformers models trained here
   (:mod:`spec_lib.training.deer`) or loaded from local checkpoints;
+* :class:`BlockEditDrafter` (DFlash, and DEdit's K passes; seed 002) and
+  :class:`HeadBlockDrafter` (Domino, DSpark) on a :class:`FeatureTarget`;
 * :class:`ExactDiffusionDrafter` / :class:`ExactARDrafter`: exact drafters derived from a
   :class:`spec_lib.toy.MarkovLM`, for the statistical exactness checks.
 """
 
 from .autoregressive import ARDrafter
-from .base import Drafter, DraftOutput
+from .base import BlockDrafter, DraftLogits, DraftOutput, Drafter
+from .block_edit import BlockEditDrafter
 from .diffusion import DiffusionDrafter
 from .exact import ExactARDrafter, ExactDiffusionDrafter
+from .feature_target import FeatureTarget
+from .head_block import HeadBlockDrafter
 
-__all__ = ["ARDrafter", "DiffusionDrafter", "DraftOutput", "Drafter", "ExactARDrafter", "ExactDiffusionDrafter"]
+__all__ = ["ARDrafter", "BlockDrafter", "BlockEditDrafter", "DiffusionDrafter", "DraftLogits", "DraftOutput", "Drafter",
+           "ExactARDrafter", "ExactDiffusionDrafter", "FeatureTarget", "HeadBlockDrafter"]

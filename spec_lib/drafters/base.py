@@ -42,6 +42,27 @@ class DraftOutput:
     rows: list[int]
 
 
+@dataclass
+class DraftLogits:
+    """One block drafter's round before any sampling (:meth:`BlockDrafter.draft_logits`).
+
+    Attributes:
+        logits: ``(k, V)`` scores of q at the k draft slots (``(N, k, V)`` for a batch), of the
+            last pass run.
+        seconds: time of each forward pass of the round.
+        rows: input rows of each pass.
+        tokens: the drafter's own proposal where its head decides the tokens itself (Domino's
+            and DSpark's slot-by-slot loop), else None (the tokens come from ``sample``).
+        confidence: DSpark's per-slot confidence, else None.
+    """
+
+    logits: torch.Tensor
+    seconds: list[float]
+    rows: list[int]
+    tokens: torch.Tensor | None = None
+    confidence: torch.Tensor | None = None
+
+
 @runtime_checkable
 class Drafter(Protocol):
     """A separate drafter.
@@ -61,3 +82,12 @@ class Drafter(Protocol):
     def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput: ...
 
     def positions_needed(self, prefix_len: int, k: int) -> int: ...
+
+
+@runtime_checkable
+class BlockDrafter(Drafter, Protocol):
+    """A drafter that proposes its k tokens as one block (kind ``"diffusion"``): DEER's
+    diffusion drafter, DFlash / DEdit's block editor, Domino and DSpark.  ``draft_logits``
+    gives the round's scores before sampling, with the same return type for every one."""
+
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits: ...

@@ -27,7 +27,7 @@ import torch
 
 from .. import verify
 from ..models import PerThreadState
-from .base import DraftOutput, SampleRule
+from .base import DraftLogits, DraftOutput, SampleRule
 from .feature_block import FeatureBlockDrafter
 from .feature_target import FeatureTarget
 
@@ -119,10 +119,24 @@ class BlockEditDrafter(PerThreadState):
                                             torch.zeros(1, 0, dtype=torch.long, device=new.device))
             state.kv = empty
 
-    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, list[float], list[int]]:
-        """``(logits (k, V) of the last pass run, seconds per pass, rows per pass)``."""
-        state = self.state
+    def _pass(self, block: torch.Tensor, positions: torch.Tensor, mask, kv):
+        """One block pass: logits of slots 1..k and their argmax (the next proposal)."""
         embed, head = self.target.lm.get_input_embeddings(), self.target.lm.get_output_embeddings()
+        logits = head(self.network(embed(block)[None], positions, kv, mask)[0, 1:])
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        return logits, logits.argmax(-1)
+
+    def _round_pass(self, state: _State, positions: torch.Tensor, k: int):
+        """The pass the K passes of this round run, as ``block -> (logits, proposal)``: here
+        the eager pass over the context K/V (the static twin reads its buffers instead)."""
+        return lambda block: self._pass(block, positions, None, state.kv)
+
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits:
+        """The round's scores: ``logits`` (k, V) of the last pass run, seconds and rows per
+        pass (seed 002 Sec. 3: P1 from masks, then K - 1 passes each reading the previous
+        proposal, the anchor fixed; early exit stops once a pass changes no token)."""
+        state = self.state
         anchor_position = prefix.numel() - 1
         seconds, rows = [], []
         with torch.inference_mode():
@@ -132,12 +146,9 @@ class BlockEditDrafter(PerThreadState):
             block = torch.full((k + 1,), self.mask_token_id, dtype=torch.long, device=prefix.device)
             block[0] = prefix[-1]
             positions = torch.arange(anchor_position, anchor_position + k + 1, device=prefix.device)[None]
+            run_pass = self._round_pass(state, positions, k)
             for step in range(self.passes):
-                hidden = self.network(embed(block)[None], positions, state.kv)
-                logits = head(hidden[0, 1:])
-                if logits.dtype in (torch.float16, torch.bfloat16):
-                    logits = logits.float()
-                proposal = logits.argmax(-1)
+                logits, proposal = run_pass(block)
                 changed = True
                 if self.early_exit and step:
                     changed = bool((proposal != block[1:]).any())            # one host sync per pass
@@ -151,14 +162,15 @@ class BlockEditDrafter(PerThreadState):
                 if not changed:
                     break
         state.passes.append(len(seconds))
-        return logits, seconds, rows
+        return DraftLogits(logits, seconds, rows)
 
     def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
         """The final proposal P_K and its stored Q (None when greedy)."""
-        logits, seconds, rows = self.draft_logits(prefix, k)
+        round_ = self.draft_logits(prefix, k)
+        logits = round_.logits
         tokens, q = sample(logits)
         if q is not None and self.stochastic == "argmax":                  # seed 002's stochastic rule
             tokens = logits.argmax(-1)
             q = verify.SparseQ(tokens[:, None], torch.ones(k, 1, dtype=logits.dtype, device=logits.device),
                                self.vocab_size)
-        return DraftOutput(tokens, q, seconds, rows)
+        return DraftOutput(tokens, q, round_.seconds, round_.rows)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..masks.predicates import padded_visible, to_additive
-from .base import DraftOutput, SampleRule
+from .base import DraftLogits, DraftOutput, SampleRule
 
 
 def check_token_id(name: str, value, vocab: int) -> int:
@@ -88,8 +88,9 @@ class DiffusionDrafter:
             mask = self._masks[key] = to_additive(visible, parameter.dtype)[:, None]
         return mask
 
-    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
-        """``(logits (k, V), seconds, rows)`` of q_theta(. | prefix) at the k masked positions.
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits:
+        """q_theta(. | prefix) at the k masked positions: ``logits`` (k, V), the one pass's
+        seconds and rows (seed 001 Sec. 3.4 "Inference").
 
         Every row sees every row, so no mask is passed (transformers' default for a single
         unpadded sequence is causal, hence the explicit all-visible additive mask).
@@ -103,16 +104,17 @@ class DiffusionDrafter:
             logits = self.hf_model(input_ids=ids, attention_mask=mask, use_cache=False, logits_to_keep=k).logits[0]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        return logits, time.perf_counter() - start, int(ids.shape[1])
+        return DraftLogits(logits, [time.perf_counter() - start], [int(ids.shape[1])])
 
     def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
         """One pass: k tokens drawn with ``sample`` from q_theta(. | prefix)."""
-        logits, seconds, rows = self.draft_logits(prefix, k)
-        tokens, q = sample(logits)
-        return DraftOutput(tokens, q, [seconds], [rows])
+        round_ = self.draft_logits(prefix, k)
+        tokens, q = sample(round_.logits)
+        return DraftOutput(tokens, q, round_.seconds, round_.rows)
 
-    def draft_logits_batch(self, prefixes: list[torch.Tensor], k: int) -> tuple[torch.Tensor, float, int]:
-        """``(logits (N, k, V), seconds, rows)`` for several prefixes in one pass: contexts
+    def draft_logits_batch(self, prefixes: list[torch.Tensor], k: int) -> DraftLogits:
+        """``logits`` (N, k, V) for several prefixes in one pass (seconds and rows of that pass,
+        the padded rows counted): contexts
         are left-padded, each row keeps its own positions 0..n-1 and padding is masked."""
         if self.context is not None:
             prefixes = [p[-self.context:] for p in prefixes]
@@ -133,4 +135,4 @@ class DiffusionDrafter:
                                    logits_to_keep=k).logits
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        return logits, time.perf_counter() - start, int(ids.numel())
+        return DraftLogits(logits, [time.perf_counter() - start], [int(ids.numel())])

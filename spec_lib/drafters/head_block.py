@@ -21,7 +21,7 @@ import time
 import torch
 
 from .. import verify
-from .base import DraftOutput, SampleRule
+from .base import DraftLogits, DraftOutput, SampleRule
 from .block_edit import BlockEditDrafter
 from .domino import DominoNetwork
 from .dspark import DSparkNetwork
@@ -60,8 +60,9 @@ class HeadBlockDrafter(BlockEditDrafter):
         (DSpark's confidence cut makes them shorter than k)."""
         return list(self.state.lengths)
 
-    def draft_logits(self, prefix: torch.Tensor, k: int):
-        """``(logits (k, V), tokens (k,), confidence (k,) or None, seconds, rows)`` of one round."""
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits:
+        """One round: ``logits`` (k, V), the head's own ``tokens`` (k,), DSpark's
+        ``confidence`` (k,) (None for Domino), the one pass's seconds and rows."""
         state = self.state
         embed, head = self.target.lm.get_input_embeddings(), self.target.lm.get_output_embeddings()
         anchor_position = prefix.numel() - 1
@@ -83,13 +84,14 @@ class HeadBlockDrafter(BlockEditDrafter):
                 torch.cuda.synchronize(logits.device)
             seconds = [time.perf_counter() - start]
         state.passes.append(1)
-        return logits, tokens, confidence, seconds, [k + state.rows - before]
+        return DraftLogits(logits, seconds, [k + state.rows - before], tokens, confidence)
 
     def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
         """The argmax proposal (cut by DSpark's confidence) and its point-mass Q (None when greedy)."""
-        logits, tokens, confidence, seconds, rows = self.draft_logits(prefix, k)
+        round_ = self.draft_logits(prefix, k)
+        logits, tokens = round_.logits, round_.tokens
         if self.confidence_threshold:
-            low = (confidence < self.confidence_threshold).nonzero()
+            low = (round_.confidence < self.confidence_threshold).nonzero()
             if low.numel():                                                    # the one host sync
                 tokens = tokens[: int(low[0, 0])]
         self.state.lengths.append(int(tokens.numel()))
@@ -97,4 +99,4 @@ class HeadBlockDrafter(BlockEditDrafter):
         if q is not None:
             q = verify.SparseQ(tokens[:, None], torch.ones(tokens.numel(), 1, dtype=logits.dtype,
                                                            device=logits.device), self.vocab_size)
-        return DraftOutput(tokens, q, seconds, rows)
+        return DraftOutput(tokens, q, round_.seconds, round_.rows)

@@ -1,5 +1,6 @@
-"""Figures of the DEdit notebooks 30-32 (seed 002: training curves, Table 6, Table 2(a),
-Figure 3(a), Table 3, Figure 4); Table 1's bars are :func:`spec_lib.notebook.figures_deer.tau_and_speedup`."""
+"""Figures of the DEdit notebooks 30-35 (seed 002: training curves, Table 6, Table 2(a) and (b),
+Figure 3(a) and (b), Table 3, Figure 4); Table 1's bars are
+:func:`spec_lib.notebook.figures_deer.tau_and_speedup`."""
 
 from __future__ import annotations
 
@@ -94,5 +95,46 @@ def round_picture(picture: pd.DataFrame):
     ax.set_xticks(range(len(passes) + 1), ["target", *passes])
     ax.set_yticks(range(len(picture)), picture.index)
     ax.set(ylabel="slot k", title="one verification round (green: equals the target's token)")
+    fig.tight_layout()
+    return fig
+
+
+def advantage_by_future(table: pd.DataFrame):
+    """One panel per comparison (``against``: Domino's real draft, its corrector run once over the
+    proposal): mean advantage A_editor - A_other per correct-future-token count, with the
+    response-bootstrap interval, one line per editor; the last panel: rounds per count."""
+    kinds = list(dict.fromkeys(table["against"]))
+    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(4.2 * len(kinds) + 3.4, 4),
+                             gridspec_kw={"width_ratios": [3] * len(kinds) + [2]})
+    titles = {"domino": "vs Domino's draft (its own loop)", "corrector": "vs Domino's corrector on the proposal"}
+    for ax, kind in zip(axes, kinds):
+        for editor, part in table[table["against"] == kind].groupby("editor", sort=False):
+            part = part.sort_values("future_correct")
+            err = [part["advantage"] - part["ci_low"], part["ci_high"] - part["advantage"]]
+            ax.errorbar(part["future_correct"], part["advantage"], yerr=err, fmt="o-", capsize=3, label=editor)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set(xlabel="correct future tokens in the proposal", ylabel="A(editor P2) - A(other)",
+               title=titles.get(kind, kind))
+        ax.legend(fontsize=8)
+    first = table[table["against"] == kinds[0]]
+    for editor, part in first.groupby("editor", sort=False):
+        part = part.sort_values("future_correct")
+        axes[-1].plot(part["future_correct"], part["rounds"], "o-", label=editor)
+    axes[-1].set(xlabel="correct future tokens", ylabel="rounds", yscale="log", title="Rounds per count")
+    fig.tight_layout()
+    return fig
+
+
+def ablation_bars(table: pd.DataFrame):
+    """tau at P2 per editor and slice (macro included), the frozen proposer's P1 tau as a dashed
+    line per slice group."""
+    fig, ax = plt.subplots(figsize=(10, 4))
+    sns.barplot(data=table, x="slice", y="tau_p2", hue="editor", ax=ax)
+    p1 = table.groupby("slice", sort=False)["tau_p1"].first()
+    for i, name in enumerate(ax.get_xticklabels()):
+        ax.hlines(p1[name.get_text()], i - 0.4, i + 0.4, colors="black", linestyles="--",
+                  label="frozen DFlash P1" if i == 0 else None)
+    ax.set(ylabel="tau at P2 (tokens per round)", title="Editors of a frozen DFlash proposal (Table 2(b))")
+    ax.legend(fontsize=8, ncol=3)
     fig.tight_layout()
     return fig

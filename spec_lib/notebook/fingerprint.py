@@ -468,8 +468,8 @@ def _trace(trace):
 def static_path(rec: Recorder) -> None:
     """The static-cache (compiled) path run eagerly: the target, DEER's and the AR drafter, and
     block editing on a static feature target."""
-    from ..compiled import StaticDualModeLM
-    from ..compiled_drafters import StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter, StaticFeatureTarget
+    from ..compiled import (StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter, StaticDualModeLM,
+                            StaticFeatureTarget)
 
     with watching(rec):
         target = StaticDualModeLM(tiny_lm("qwen3", seed=17), MASK_ID, max_cache_len=64)
@@ -516,8 +516,7 @@ class Component:
     run: Callable[[Recorder], None]
 
 
-_SCHEDULE_MODULES = ("spec_lib.decoding", "spec_lib.schedules", "spec_lib.schedules.ar", "spec_lib.schedules.linear",
-                     "spec_lib.schedules.quadratic", "spec_lib.schedules.packed", "spec_lib.schedules.state",
+_SCHEDULE_MODULES = ("spec_lib.decoding", "spec_lib.schedules", "spec_lib.schedules.loops", "spec_lib.schedules.state",
                      "spec_lib.schedules.validation", "spec_lib.schedules.ablations", "spec_lib.models",
                      "spec_lib.architectures")
 
@@ -527,7 +526,7 @@ COMPONENTS: tuple[Component, ...] = (
     Component("schedules", _SCHEDULE_MODULES, neural_schedules),
     Component("toy", ("spec_lib.toy", *_SCHEDULE_MODULES), toy_schedules),
     Component("stops", ("spec_lib.schedules.stops",), stop_sequences),
-    Component("drafters", ("spec_lib.schedules.drafted", "spec_lib.drafters", "spec_lib.drafters.base",
+    Component("drafters", ("spec_lib.schedules.loops", "spec_lib.drafters", "spec_lib.drafters.base",
                            "spec_lib.drafters.diffusion", "spec_lib.drafters.autoregressive", "spec_lib.drafters.exact"),
               separate_drafters),
     Component("block_edit", ("spec_lib.drafters.block_edit", "spec_lib.drafters.feature_block",
@@ -536,12 +535,12 @@ COMPONENTS: tuple[Component, ...] = (
     Component("batch", ("spec_lib.batch",), batching),
     Component("partial", ("spec_lib.schedules.partial", "spec_lib.schedules.branches"), partial_branches),
     Component("any_order", ("spec_lib.schedules.anyorder", "spec_lib.anyorder_models"), any_order),
-    Component("static_path", ("spec_lib.compiled", "spec_lib.compiled_drafters"), static_path),
+    Component("static_path", ("spec_lib.compiled",), static_path),   # the package: target and drafters
     Component("lora", ("spec_lib.lora",), proposal_lora),
 )
 NAMES = tuple(c.name for c in COMPONENTS)
 #: Component entries that stand for a whole package (its submodules, present and future).
-PACKAGES = ("spec_lib.masks",)
+PACKAGES = ("spec_lib.masks", "spec_lib.compiled")
 
 
 def all_modules() -> list[str]:

@@ -26,12 +26,8 @@ from dataclasses import dataclass
 from ..masks import call_kind
 from ..masks.anyorder import ABLATIONS as ANY_ORDER_ABLATIONS
 from .ablations import ABLATIONS as LTR_ABLATIONS
-from .ar import run_ar
-from .drafted import run_drafted
-from .linear import run_linear
-from .packed import run_packed
+from .loops import run_ar, run_drafted, run_linear, run_packed, run_quadratic
 from .partial import PARTIAL_ABLATIONS, run_partial
-from .quadratic import run_quadratic
 from .state import DecodeResult, Decoding
 
 
@@ -49,6 +45,7 @@ class Schedule:
         any_order: whether it also runs under ``order=`` on an any-order model (App. C).
         options: the options only this schedule takes (``branches``, ``threshold``).
         ablations: its deliberately wrong variants, left to right (negative controls).
+        batch: whether :func:`spec_lib.decode_batch` runs it (several prompts in one pass).
     """
 
     name: str
@@ -59,16 +56,17 @@ class Schedule:
     any_order: bool = False
     options: tuple[str, ...] = ()
     ablations: tuple[str, ...] = tuple(a for a in LTR_ABLATIONS if a is not None)
+    batch: bool = False
 
 
 SCHEDULE_SPECS: dict[str, Schedule] = {s.name: s for s in (
-    Schedule("ar", run_ar, ("verify",), None, lambda w: 0),
+    Schedule("ar", run_ar, ("verify",), None, lambda w: 0, batch=True),
     Schedule("linear", run_linear, ("linear_draft", "verify"), None, lambda w: w, any_order=True),
     Schedule("quadratic", run_quadratic, ("quadratic",), None, lambda w: 2 * w + 1, any_order=True),
     Schedule("packed", run_packed, ("packed",), None, lambda w: w, any_order=True),
     Schedule("partial", run_partial, ("partial",), None, call_kind("partial").reach, options=("branches",),
              ablations=tuple(a for a in PARTIAL_ABLATIONS if a is not None)),
-    Schedule("drafted", run_drafted, ("verify",), "diffusion", lambda w: w),
+    Schedule("drafted", run_drafted, ("verify",), "diffusion", lambda w: w, batch=True),
     Schedule("ar_draft", run_drafted, ("verify",), "ar", lambda w: w),
     Schedule("native", None, ("native",), None, lambda w: w, any_order=True, options=("threshold",), ablations=()),
 )}

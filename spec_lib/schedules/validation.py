@@ -156,8 +156,6 @@ def validate(model, prompts: list, *, schedule, width, max_new_tokens, temperatu
     _check_model(model, any_order, order)
     name = spec.name
     if any_order:
-        if batch:
-            raise ValueError("decode_batch decodes left to right; order= is for spec_lib.decode on an any-order model")
         if not spec.any_order:
             allowed = [n for n, s in SCHEDULE_SPECS.items() if s.any_order]
             raise ValueError(f"schedule {schedule!r} does not run under order= (any-order verification); "
@@ -192,10 +190,9 @@ def validate(model, prompts: list, *, schedule, width, max_new_tokens, temperatu
                                   or not 0.0 < threshold <= 1.0):
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     policy = branch_policy("full" if branches is None else branches) if "branches" in spec.options else None
-    if batch and name not in ("ar", "drafted"):
-        raise ValueError(f"decode_batch runs the schedules ['ar', 'drafted'] (alias 'deer'), got {schedule!r}")
-    if batch and (temperature != 0 or stop_sequences is not None or ablation is not None):
-        raise ValueError("decode_batch is greedy (temperature 0) without stop sequences or ablations")
+    if batch and not spec.batch:
+        allowed = [n for n, s in SCHEDULE_SPECS.items() if s.batch]
+        raise ValueError(f"decode_batch runs the schedules {allowed} (alias 'deer'), got {schedule!r}")
     if not is_int(width) or not 1 <= width <= MAX_WIDTH:
         raise ValueError(f"width must be an int in [1, {MAX_WIDTH}] (the number of draft tokens per verification: "
                          f"W of seed 000, k of seed 001, W - 1 of seed 002), got {width!r}")

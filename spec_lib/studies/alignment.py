@@ -74,9 +74,9 @@ def objectives_comparison(ablation: pd.DataFrame, alpha_table: pd.DataFrame,
 
 def load_variants(presets: dict[str, str]) -> dict:
     """``{variant: DeerModels}`` for ``{variant: D2A preset}`` (trained on first use, cached)."""
-    from ..training.deer_models import load_deer
+    from ..training.registry import load
 
-    return {variant: load_deer(name) for variant, name in presets.items()}
+    return {variant: load("deer", name) for variant, name in presets.items()}
 
 
 def variant_records(variants: dict) -> pd.DataFrame:

@@ -345,14 +345,15 @@ def call_rows(trained: dict, checkpoints: dict[str, int], prompts, *, orders, ma
     return pd.DataFrame(rows)
 
 
-def load_checkpoints(profile: str, names) -> dict:
-    """The cached any-order checkpoints (trained first where missing)."""
-    from ..training.any_order import load_or_train
+def load_checkpoints(preset: str, names) -> dict:
+    """The any-order checkpoints ``names`` of ``preset`` (committed, cached, or trained first)."""
+    from ..training.registry import load
 
-    return {name: load_or_train(profile, name) for name in names}
+    return {name: load("any_order", preset, name=name) for name in names}
 
 
-def checkpoint_keys(profile: str, names) -> dict[str, str]:
-    from ..training.any_order import checkpoint_key
+def checkpoint_keys(preset: str, names) -> dict[str, str]:
+    """Their keys, as results record them."""
+    from ..training.registry import checkpoint_key
 
-    return {name: checkpoint_key(profile, name) for name in names}
+    return {name: checkpoint_key("any_order", preset, name=name) for name in names}

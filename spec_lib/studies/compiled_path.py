@@ -89,12 +89,12 @@ def execution_paths(model, compiled: bool, prompts: dict[str, list[list[int]]], 
 
 
 def compiled_drafter(drafter, longest_prefix: int, width: int):
-    """The compiled static-shape twin of a separate drafter (:mod:`spec_lib.compiled_drafters`)
+    """The compiled static-shape twin of a separate drafter (:mod:`spec_lib.compiled.drafters`)
     on the same weights, for drafts of at most ``width`` tokens after prefixes of at most
     ``longest_prefix`` tokens: DEER's diffusion drafter reading the same context (the whole
     prefix when the eager one reads it all), the AR drafter with the K/V slots it needs
     (``positions_needed``).  Other drafters are refused with their type named."""
-    from ..compiled_drafters import StaticARDrafter, StaticDiffusionDrafter
+    from ..compiled.drafters import StaticARDrafter, StaticDiffusionDrafter
     from ..drafters.autoregressive import ARDrafter
     from ..drafters.diffusion import DiffusionDrafter
 
@@ -164,9 +164,9 @@ def warm_up_paths(models: dict, methods: dict[str, list[bench.Method]], prompts:
 
 def _warm_drafters(methods: list[bench.Method]) -> None:
     """Compile every padded prefix length a compiled diffusion drafter can meet
-    (:meth:`~spec_lib.compiled_drafters.StaticDiffusionDrafter.compile_buckets`), so no compile
+    (:meth:`~spec_lib.compiled.drafters.StaticDiffusionDrafter.compile_buckets`), so no compile
     lands in a timed decode; the AR drafter's one shape is compiled by the warm-up decode."""
-    from ..compiled_drafters import StaticDiffusionDrafter
+    from ..compiled.drafters import StaticDiffusionDrafter
 
     for method in methods:
         if isinstance(method.drafter, StaticDiffusionDrafter):

@@ -7,7 +7,7 @@ the target's greedy tokens after it are exactly y_{a+1..}; so the number of lead
 of a proposal equal to y_{a+1..} is the number of draft tokens that round accepts (A,
 bonus excluded).  Every anchor of the output is replayed (not only the anchors one decode
 happens to visit), all in one batched drafter pass per editing pass, with the training
-code's block mask (:func:`spec_lib.studies.anchor_replay.anchor_blocks`: one block per
+code's block mask (:func:`anchor_blocks`: one block per
 eligible anchor, none for the prompt's positions).
 
 Replaying every anchor weights text by tokens, not by rounds: a long accepted stretch holds many
@@ -24,11 +24,47 @@ editing passes (``edit_visibility="causal"``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import torch
 
 from ..training import block_edit
-from .anchor_replay import anchor_blocks, leading, replay_responses
+from ..training.dedit import target_features
+
+
+def anchor_blocks(hf_model, network, seq: torch.Tensor, prompt_len: int) -> block_edit.AnchorBatch:
+    """Every eligible anchor's block ``[y_a, MASK x (W - 1)]`` of ``seq`` ``(1, L)`` (W: the
+    network's own block size; anchors from the last prompt token while the block fits), with the
+    training code's bidirectional block mask and the target's features at the network's layers."""
+    loss_mask = torch.zeros_like(seq, dtype=torch.bool)
+    loss_mask[:, prompt_len:] = True
+    parts = block_edit.sample_anchors(seq, loss_mask, n_anchors=seq.shape[1] - prompt_len + 1,
+                                      width=int(network.config.block_size),
+                                      mask_token_id=int(network.config.mask_token_id),
+                                      generator=torch.Generator().manual_seed(0))
+    return block_edit.AnchorBatch(target_features(hf_model, seq, list(network.config.target_layer_ids)), *parts)
+
+
+def leading(tokens: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Leading positions (last dimension) where ``tokens`` equals ``labels``."""
+    return (tokens == labels).long().cumprod(-1).sum(-1)
+
+
+def replay_responses(replay: Callable[[list[int], int], dict[str, pd.DataFrame]], greedy: pd.DataFrame,
+                     prompts: dict[str, list[list[int]]], method: str = "ar") -> dict[str, pd.DataFrame]:
+    """``{name: rows}``: ``replay(sequence, prompt_len)`` (which returns ``{name: rows}``) over every
+    greedy response of ``method`` in a benchmark grid, each response's rows tagged with its
+    ``slice`` and ``prompt``."""
+    responses = greedy[greedy["method"] == method]
+    if responses.empty:
+        raise ValueError(f"greedy holds no responses of method {method!r}")
+    frames: dict[str, list[pd.DataFrame]] = {}
+    for row in responses.itertuples():
+        prompt = prompts[row.slice][row.prompt]
+        for name, frame in replay(list(prompt) + list(row.output), len(prompt)).items():
+            frames.setdefault(name, []).append(frame.assign(slice=row.slice, prompt=row.prompt))
+    return {name: pd.concat(parts, ignore_index=True) for name, parts in frames.items()}
 
 VISIBILITY = ("bidirectional", "causal")
 
@@ -84,7 +120,7 @@ def replay_rounds(hf_model, network, sequence: list[int], prompt_len: int, *, pa
 def replay_slices(hf_model, network, runs: pd.DataFrame, prompts: dict[str, list[list[int]]], *, passes: int,
                   edit_visibility: str = "bidirectional", method: str = "ar") -> pd.DataFrame:
     """:func:`replay_rounds` over every greedy response of ``method`` in a benchmark grid
-    (:func:`spec_lib.studies.anchor_replay.replay_responses`; columns ``slice`` and ``prompt`` added)."""
+    (:func:`replay_responses`; columns ``slice`` and ``prompt`` added)."""
     def replay(sequence: list[int], prompt_len: int) -> dict[str, pd.DataFrame]:
         return {"rows": replay_rounds(hf_model, network, sequence, prompt_len, passes=passes,
                                       edit_visibility=edit_visibility)}

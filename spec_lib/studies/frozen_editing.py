@@ -6,7 +6,7 @@ Seed 002, Sec. 4.2: "Removing ProposalMix lowers tau by 0.144 and removing joint
 Full); Sec. 5.1: Figure 3(a) compares the Full and w/o ProposalMix editors "which edit proposals
 from the same frozen DFlash drafter".
 
-Rounds are replayed on the target's own greedy output (:mod:`spec_lib.studies.anchor_replay`):
+Rounds are replayed on the target's own greedy output (:func:`spec_lib.studies.editing.anchor_blocks`):
 at every anchor, pass 1 is the proposer's block from masks and pass 2 the editor's pass on
 that proposal (anchor fixed).  The rows have the columns of
 :func:`spec_lib.studies.editing.replay_rounds`, so :func:`~spec_lib.studies.editing.tau_by_pass`
@@ -22,7 +22,7 @@ import torch
 from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
 from . import editing
-from .anchor_replay import anchor_blocks, leading, replay_responses
+from .editing import anchor_blocks, leading, replay_responses
 
 COLUMNS = ["anchor", "pass", "accepted", "correct_after_reject", "changed", "proposal"]
 

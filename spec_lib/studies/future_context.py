@@ -40,7 +40,7 @@ from ..drafters.feature_block import FeatureBlockDrafter
 from ..training import block_edit
 from ..training.baselines import backbone
 from . import editing
-from .anchor_replay import anchor_blocks, leading, replay_responses
+from .editing import anchor_blocks, leading, replay_responses
 
 #: One row per anchor.  Domino's side: ``accepted`` / ``proposal`` are Domino's real A and (corrected)
 #: draft over its W slots (what :func:`visited` walks and what the decode check reads); ``backbone`` is

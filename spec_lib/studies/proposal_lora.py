@@ -43,7 +43,7 @@ def load_models(model_preset: str, lora_preset: str, checkpoint_path: str = "", 
 
     * Both paths empty: notebook 10's model of ``model_preset`` and the AR base + adapter of
       ``lora_preset``, trained here on first use
-      (:func:`~spec_lib.training.lora_models.load_lora_preset`); they must share a tokenizer.
+      (:func:`spec_lib.load`); they must share a tokenizer.
     * ``checkpoint_path`` and ``adapter_path``: a local checkpoint plus a proposal-only adapter
       trained elsewhere (:func:`~spec_lib.training.checkpoints.load_dual_mode` with
       ``adapter_path``; the presets are not used); ``dual`` is then the checkpoint without its
@@ -54,16 +54,16 @@ def load_models(model_preset: str, lora_preset: str, checkpoint_path: str = "", 
         raise ValueError(f"checkpoint_path and adapter_path go together (a checkpoint and the proposal-only adapter "
                          f"trained for it), or both stay empty for the presets; got checkpoint_path "
                          f"{checkpoint_path!r}, adapter_path {adapter_path!r}")
-    from ..training.checkpoints import load_model
-    from ..training.lora_models import load_lora_checkpoint, load_lora_preset
+    from ..training.lora_models import load_lora_checkpoint
+    from ..training.registry import load
 
     if checkpoint_path:
         mask = None if mask_token_id is None or mask_token_id < 0 else mask_token_id
         lora, tokenizer = load_lora_checkpoint(checkpoint_path, adapter_path, mask_token_id=mask, dtype=dtype,
                                                device=device, trust_remote_code=trust_remote_code)
         return lora["base"], lora, tokenizer, None
-    dual, tokenizer = load_model(model_preset, dtype=dtype, device=device)
-    lora, lora_tokenizer, trained = load_lora_preset(lora_preset, dtype=dtype, device=device)
+    dual, tokenizer = load("target", model_preset, dtype=dtype, device=device)
+    lora, lora_tokenizer, trained = load("lora", lora_preset, dtype=dtype, device=device)
     if lora_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"model_preset {model_preset!r} and lora_preset {lora_preset!r} tokenize differently; "
                          f"both must use notebook 10's tokenizer")

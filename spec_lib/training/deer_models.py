@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 from ..drafters import ARDrafter, DiffusionDrafter
 from ..models import DualModeLM
+from .checkpoints import _dtype
 from .deer import D2A_PRESETS, D2AConfig, load_or_train_deer, stage2_name
 from .presets import PRESETS
 from .self_speculative import load_or_train
@@ -45,12 +45,13 @@ class DeerModels:
         return ARDrafter(self.hf_models["ar_distilled"])
 
 
-def load_deer(preset: str = "cpu", *, dtype: torch.dtype = torch.float32, device: str = "cpu",
+def load_deer(preset: str = "cpu", *, dtype: str = "float32", device: str = "cpu",
               progress: bool = True) -> DeerModels:
     """The target and drafters of a :data:`~spec_lib.training.deer.D2A_PRESETS` entry: cached,
-    or trained now and cached."""
+    or trained now and cached (``dtype`` a name, as every loader takes it)."""
     if preset not in D2A_PRESETS:
         raise ValueError(f"preset must be one of {list(D2A_PRESETS)}, got {preset!r}")
+    dtype = _dtype(dtype)
     config = D2A_PRESETS[preset]
     drafters, path = load_or_train_deer(config, progress=progress, dtype=dtype, device=device)
     target = load_or_train(*PRESETS[config.target_preset], progress=progress)

@@ -1,7 +1,7 @@
 """The separate drafters on the compiled fast path: fixed-shape drafting calls.
 
 Seed 001 (DEER) drafts with a separate model; seed 002 measures speed with CUDA-graph
-drafting.  :mod:`spec_lib.compiled` puts the target on a static cache and compiles its
+drafting.  :mod:`~spec_lib.compiled.target` puts the target on a static cache and compiles its
 steady-state calls; this module does the same for the separate drafters (those of the ``deer``
 and ``ar_draft`` schedules, and DFlash / DEdit's) and for DFlash / DEdit's feature target, as
 drop-in subclasses (same :class:`~spec_lib.drafters.base.Drafter`
@@ -50,14 +50,15 @@ import time
 
 import torch
 
-from .architectures import attention_window
-from .compiled import (CompiledRegions, MaskStrips, StaticDualModeLM, check_compile_args, check_static_args,
-                       model_signature, static_mask, thread_static_cache)
-from .drafters.autoregressive import ARDrafter, _ARState
-from .drafters.block_edit import BlockEditDrafter
-from .drafters.diffusion import DiffusionDrafter
-from .drafters.feature_target import FeatureTarget
-from .masks.predicates import padded_visible, to_additive
+from ..architectures import attention_window
+from ..drafters.autoregressive import ARDrafter, _ARState
+from ..drafters.base import DraftLogits
+from ..drafters.block_edit import BlockEditDrafter
+from ..drafters.diffusion import DiffusionDrafter
+from ..drafters.feature_target import FeatureTarget
+from ..masks.predicates import padded_visible, to_additive
+from .target import (CompiledRegions, MaskStrips, StaticDualModeLM, check_compile_args, check_static_args,
+                     model_signature, static_mask, static_state)
 
 __all__ = ["StaticDiffusionDrafter", "StaticARDrafter", "StaticBlockEditDrafter", "StaticFeatureTarget"]
 
@@ -162,9 +163,9 @@ class StaticDiffusionDrafter(_CompileTimes, DiffusionDrafter):
             cached = self._padded[key] = (positions, to_additive(visible, dtype)[:, None])
         return cached
 
-    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, float, int]:
-        """``(logits (k, V), seconds, rows)``: as the eager drafter's, on the padded input
-        (``rows`` counts the real rows, as the eager drafter does)."""
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits:
+        """As the eager drafter's, on the padded input (``rows`` counts the real rows, as the
+        eager drafter does)."""
         prefix = prefix[-self.context:]
         n = prefix.numel()
         width = self.padded_length(n)
@@ -181,7 +182,7 @@ class StaticDiffusionDrafter(_CompileTimes, DiffusionDrafter):
                 logits = self._forward(ids, positions, mask, k)[0]
             if logits.is_cuda:
                 torch.cuda.synchronize(logits.device)
-        return logits, time.perf_counter() - start, n + 1 + k
+        return DraftLogits(logits, [time.perf_counter() - start], [n + 1 + k])
 
 
 class StaticARDrafter(_CompileTimes, ARDrafter):
@@ -211,13 +212,7 @@ class StaticARDrafter(_CompileTimes, ARDrafter):
         self._one_row: dict[tuple, torch.Tensor] = {}
 
     def _new_state(self) -> _ARState:
-        if self.hf_model.training:
-            self.hf_model.eval()
-        parameter = next(self.hf_model.parameters())
-        local = self._thread_local()
-        cache = thread_static_cache(local, self.config, self.max_cache_len, parameter)
-        if self._regions is not None:
-            local.context = (parameter.dtype, parameter.device, model_signature(self.hf_model))
+        _, cache = static_state(self)
         return _ARState(cache, 0, torch.empty(0, dtype=torch.long))
 
     def _call(self, input_ids, position_ids, attention_mask, cache):
@@ -327,53 +322,21 @@ class StaticBlockEditDrafter(_CompileTimes, BlockEditDrafter):
             raise RuntimeError(f"the drafter's context covers {state.rows} rows but the anchor is at position "
                                f"{anchor_position}: decode on the same FeatureTarget the drafter was built with")
 
-    def _pass(self, block, positions, mask, kv):
-        """One block pass: logits of slots 1..k and their argmax (the next proposal)."""
-        embed, head = self.target.lm.get_input_embeddings(), self.target.lm.get_output_embeddings()
-        logits = head(self.network(embed(block)[None], positions, kv, mask)[0, 1:])
-        if logits.dtype in (torch.float16, torch.bfloat16):
-            logits = logits.float()
-        return logits, logits.argmax(-1)
-
-    def draft_logits(self, prefix: torch.Tensor, k: int) -> tuple[torch.Tensor, list[float], list[int]]:
-        """As ``BlockEditDrafter.draft_logits``, each pass over the static context buffers."""
-        state = self.state
-        anchor_position = prefix.numel() - 1
+    def _round_pass(self, state: _StaticEditState, positions: torch.Tensor, k: int):
+        """The round's pass over the static context buffers: each pass reads the buffers up to
+        the bucket (the rows not yet written hidden by the mask), compiled once per shape; the
+        edit loop itself is the eager drafter's (:meth:`BlockEditDrafter.draft_logits`)."""
+        device = positions.device
         dtype = next(self.network.parameters()).dtype
-        seconds, rows = [], []
-        with torch.inference_mode():
-            start = time.perf_counter()
-            before = state.rows
-            self._extend_context(state, anchor_position)
-            block = torch.full((k + 1,), self.mask_token_id, dtype=torch.long, device=prefix.device)
-            block[0] = prefix[-1]
-            positions = torch.arange(anchor_position, anchor_position + k + 1, device=prefix.device)[None]
-            width = min(self.max_context, 1 << (max(state.rows, self.bucket) - 1).bit_length())
-            context_kv = [(k_buf[:, :, :width], v_buf[:, :, :width]) for k_buf, v_buf in state.kv]
-            written = (torch.arange(width, device=prefix.device) < state.rows).expand(k + 1, -1)
-            visible = torch.cat([written, torch.ones(k + 1, k + 1, dtype=torch.bool, device=prefix.device)], 1)
-            mask = to_additive(visible, dtype)[None, None]
-            shape = ("dedit", width, k)
-            for step in range(self.passes):
-                if self.compiled:
-                    logits, proposal = self._regions(shape, self._thread_local().context, prefix.device,
-                                                     block, positions, mask, context_kv)
-                else:
-                    logits, proposal = self._pass(block, positions, mask, context_kv)
-                changed = True
-                if self.early_exit and step:
-                    changed = bool((proposal != block[1:]).any())            # one host sync per pass
-                block[1:] = proposal
-                if logits.is_cuda:
-                    torch.cuda.synchronize(logits.device)
-                now = time.perf_counter()
-                seconds.append(now - start)
-                rows.append(k + 1 + (state.rows - before if step == 0 else 0))
-                start = now
-                if not changed:
-                    break
-        state.passes.append(len(seconds))
-        return logits, seconds, rows
+        width = min(self.max_context, 1 << (max(state.rows, self.bucket) - 1).bit_length())
+        context_kv = [(k_buf[:, :, :width], v_buf[:, :, :width]) for k_buf, v_buf in state.kv]
+        written = (torch.arange(width, device=device) < state.rows).expand(k + 1, -1)
+        visible = torch.cat([written, torch.ones(k + 1, k + 1, dtype=torch.bool, device=device)], 1)
+        mask = to_additive(visible, dtype)[None, None]
+        if not self.compiled:
+            return lambda block: self._pass(block, positions, mask, context_kv)
+        shape, context = ("dedit", width, k), self._thread_local().context
+        return lambda block: self._regions(shape, context, device, block, positions, mask, context_kv)
 
 
 class StaticFeatureTarget(FeatureTarget, StaticDualModeLM):

@@ -39,9 +39,9 @@ import weakref
 
 import torch
 
-from . import masks
-from .attention import head_dim
-from .models import DualModeLM, VerifiedCache, _Session
+from .. import masks
+from ..attention import head_dim
+from ..models import DualModeLM, VerifiedCache, _Session
 
 __all__ = ["StaticDualModeLM", "warm_up", "COMPILE_MODES", "CompiledRegions", "MaskStrips", "skipped_guards",
            "model_signature", "static_mask", "thread_static_cache"]
@@ -365,6 +365,21 @@ def thread_static_cache(local, config, max_cache_len: int, parameter: torch.Tens
     return cache
 
 
+def static_state(owner) -> tuple[torch.Tensor, object]:
+    """A decode's start on the static path, for a target or a drafter (``owner``: ``hf_model``,
+    ``config``, ``max_cache_len``, ``_regions``, ``_thread_local``): its model in eval mode, this
+    thread's ``StaticCache`` (:func:`thread_static_cache`) and, when compiled, the context its
+    regions are keyed by (dtype, device, :func:`model_signature`).  Returns ``(a parameter, the cache)``."""
+    if owner.hf_model.training:
+        owner.hf_model.eval()
+    parameter = next(owner.hf_model.parameters())
+    local = owner._thread_local()
+    cache = thread_static_cache(local, owner.config, owner.max_cache_len, parameter)
+    if owner._regions is not None:
+        local.context = (parameter.dtype, parameter.device, model_signature(owner.hf_model))
+    return parameter, cache
+
+
 def static_mask(block: torch.Tensor, cache_len: int, max_cache_len: int) -> torch.Tensor:
     """``(1, 1, rows, max_cache_len)`` additive mask: the ``cache_len`` cached columns visible, the
     call's own ``rows`` columns by ``block`` (additive ``(rows, rows)``), every later slot hidden."""
@@ -424,13 +439,7 @@ class StaticDualModeLM(DualModeLM):
     # ----- state: one StaticCache per thread, reset (not reallocated) per decode ------------------
 
     def _new_state(self) -> _Session:
-        if self.hf_model.training:
-            self.hf_model.eval()
-        parameter = next(self.hf_model.parameters())
-        local = self._thread_local()
-        cache = thread_static_cache(local, self.config, self.max_cache_len, parameter)
-        if self._regions is not None:
-            local.context = (parameter.dtype, parameter.device, model_signature(self.hf_model))
+        parameter, cache = static_state(self)
         return _Session(VerifiedCache(), cache, parameter.dtype, parameter.device)
 
     # ----- the forward call ------------------------------------------------------------------
