@@ -15,9 +15,12 @@ Public entry points (:mod:`spec_lib.decoding`): :func:`decode`, the one decoder 
 schedule, order and drafter (``SCHEDULES``: the self-speculative ones, which need only the model;
 :data:`spec_lib.schedules.SCHEDULE_SPECS` is the whole registry), and
 :func:`decode_batch`, the same for several prompts at once; both return :class:`DecodeResult`.
+Models (:mod:`spec_lib.training.registry`): :func:`load` ``(kind, preset)``, the one loader of
+every model kind the notebooks use, and :func:`checkpoint_key` ``(kind, preset)``, the key its
+results record.
 """
 
-__all__ = ["decode", "decode_batch", "DecodeResult", "SCHEDULES"]
+__all__ = ["decode", "decode_batch", "DecodeResult", "SCHEDULES", "load", "checkpoint_key"]
 __version__ = "0.2.0"
 
 

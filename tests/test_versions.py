@@ -285,3 +285,18 @@ def test_ledger_round_trip(tmp_path, monkeypatch):
     assert set(read) == {"11_x", "02_y"} and read["11_x"] == entries["11_x"] and read["02_y"]["why"] == "a / b"
     versions.write_ledger("smoke", {})
     assert not versions.ledger_path("smoke").exists()
+
+
+def test_the_one_loader_adds_only_the_kinds_a_notebook_names():
+    """``spec_lib.load`` imports its kinds by name; a notebook that reaches it depends on the
+    models of the kinds it names (``load("deer", ...)``), not on every model the registry can
+    load: 21 on DEER's and its target, 11 on the target only, 04 on the any-order models only."""
+    from spec_lib.provenance import closure
+
+    assert closure([versions.REGISTRY]) == [versions.REGISTRY]   # the registry itself reaches no loader
+    pipelines = {stem: {k for k, v in versions.PIPELINES.items() if v in versions.code_closure(stem)}
+                 for stem in ("04_any_order_correctness", "11_packed_ss_greedy", "21_deer_decoding")}
+    assert pipelines == {"04_any_order_correctness": {"anyorder"}, "11_packed_ss_greedy": {"models"},
+                         "21_deer_decoding": {"drafters", "models"}}
+    assert versions.loaded_kinds(['spec_lib.load("deer", preset)', "checkpoint_key('dedit', p)",
+                                  'load("nothing")']) == {"deer", "dedit"}

@@ -506,7 +506,7 @@ def warm_up(model: StaticDualModeLM, prompt: torch.Tensor, *, schedules=("ar", "
     """Decode ``prompt`` once with every schedule and width, so that every steady-state shape a
     benchmark will meet is compiled before it is timed.  Returns the compile seconds of the
     shapes first met here (``{(call kind, rows): seconds}``)."""
-    from .decoding import decode
+    from ..decoding import decode
 
     if not isinstance(model, StaticDualModeLM):
         raise TypeError(f"model must be a StaticDualModeLM, got {type(model).__name__}")

@@ -33,6 +33,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..io import atomic_write_bytes
@@ -50,6 +52,11 @@ PIPELINES = {"models": "spec_lib.training.self_speculative", "dedit": "spec_lib.
              "drafters": "spec_lib.training.deer", "baselines": "spec_lib.training.baselines",
              "frozen_editors": "spec_lib.training.frozen_editors", "lora": "spec_lib.training.proposal_lora",
              "anyorder": "spec_lib.training.any_order"}
+
+#: The one loader (``spec_lib.load``); it imports its kinds' modules by name, so a notebook that
+#: reaches it depends on the kinds its code names (:func:`loaded_kinds`), each one's modules added.
+REGISTRY = "spec_lib.training.registry"
+_KIND_CALL = re.compile(r"""\b(?:load|checkpoint_key)\(\s*["'](\w+)["']""")
 
 LEDGER = "STALE.md"
 
@@ -107,12 +114,35 @@ def _models(notebook, profile: str, modules: list[str]) -> dict[str, str]:
             if PIPELINES[c.kind] in modules and (c.notebooks is None or stem in c.notebooks)}
 
 
+def loaded_kinds(sources: Iterable[str]) -> set[str]:
+    """The model kinds named by literal ``load("<kind>"`` / ``checkpoint_key("<kind>"`` calls in
+    ``sources`` (:data:`spec_lib.training.registry.MODULES`' kinds only)."""
+    from ..training.registry import MODULES
+
+    return {kind for source in sources for kind in _KIND_CALL.findall(source) if kind in MODULES}
+
+
+def code_closure(notebook) -> list[str]:
+    """The library modules ``notebook``'s result depends on: its imports' closure, and where it
+    reaches the one loader, the modules of the kinds its cells and those modules name."""
+    modules = closure(notebook_imports(notebook), exclude=BOOKKEEPING)
+    if REGISTRY not in modules:
+        return modules
+    from ..provenance import module_path
+    from ..training.registry import MODULES
+
+    sources = _cells(notebook) + [module_path(m).read_text() for m in modules if m != REGISTRY]
+    kinds = sorted(loaded_kinds(sources))
+    roots = [m for kind in kinds for m in MODULES[kind]]
+    return sorted(set(modules) | set(closure(roots, exclude=BOOKKEEPING)))
+
+
 def version_parts(notebook, profile: str) -> dict:
     """``{"code": hash, "models": {"<preset> (<kind>)": key}, "behaviour": {component: hash}}``
     of ``notebook`` at ``profile`` for the current code (see the module docstring)."""
     from .fingerprint import COMPONENTS, component_modules, covered_modules, fingerprint
 
-    modules = closure(notebook_imports(notebook), exclude=BOOKKEEPING)
+    modules = code_closure(notebook)
     covered = set(covered_modules())
     digest = hashlib.sha256()
     for source in _cells(notebook):

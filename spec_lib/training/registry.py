@@ -21,170 +21,110 @@ kind               what (paper)                                               re
 
 Real checkpoints on local paths load with ``load("target", checkpoint_path=...)`` (optionally
 ``adapter_path=``) or :func:`spec_lib.training.checkpoints.load_drafter`; nothing is downloaded.
+
+The per-kind modules are named in :data:`MODULES` and imported by name when a kind is used, so
+this module's own imports reach none of them: a result depends on the models of the kinds its
+notebook names (``load("deer", ...)``; :mod:`spec_lib.notebook.versions` reads those names), not on
+every model the registry can load.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .checkpoints import DTYPES
+#: model kinds :func:`load` knows, and the modules (their loader, key and presets) behind each
+MODULES: dict[str, tuple[str, ...]] = {
+    "target": ("spec_lib.training.checkpoints",),
+    "lora": ("spec_lib.training.lora_models", "spec_lib.training.proposal_lora"),
+    "deer": ("spec_lib.training.deer_models", "spec_lib.training.deer"),
+    "dedit": ("spec_lib.training.block_drafters",),
+    "baselines": ("spec_lib.training.baseline_drafters",),
+    "frozen_editors": ("spec_lib.training.frozen_editor_drafters",),
+    "any_order": ("spec_lib.training.any_order",),
+}
+KINDS = tuple(MODULES)
 
-#: model kinds :func:`load` knows
-KINDS = ("target", "lora", "deer", "dedit", "baselines", "frozen_editors", "any_order")
+
+def _attr(kind: str, name: str):
+    """``name`` from the first of ``kind``'s modules that has it."""
+    for module in MODULES[kind]:
+        found = getattr(importlib.import_module(module), name, None)
+        if found is not None:
+            return found
+    raise AttributeError(f"none of {list(MODULES[kind])} has {name!r}")
 
 
 @dataclass(frozen=True)
 class _Kind:
-    load: Callable           # (preset, dtype, device, progress, **options) -> models
-    key: Callable            # (preset, **options) -> str
-    presets: Callable        # () -> the presets it has
-    dtypes: tuple[str, ...]  # dtypes it can load in
+    load: Callable                     # (preset, dtype, device, progress, **options) -> models
+    key: Callable                      # (preset, **key_options) -> str
+    presets: str                       # the name of its presets mapping
+    any_dtype: bool                    # loads in every dtype of checkpoints.DTYPES (else float32 only)
     options: tuple[str, ...] = ()      # options of load
     key_options: tuple[str, ...] = ()  # options of checkpoint_key
 
 
 def _target(preset, dtype, device, progress, checkpoint_path="", adapter_path="", adapter_mode="lean",
             trust_remote_code=False):
-    from .checkpoints import load_model
-
-    return load_model(preset, checkpoint_path, adapter_path=adapter_path, adapter_mode=adapter_mode, dtype=dtype,
-                      device=device, progress=progress, trust_remote_code=trust_remote_code)
-
-
-def _target_key(preset):
-    from .checkpoints import model_key
-
-    return model_key(preset)
-
-
-def _target_presets():
-    from .presets import PRESETS
-
-    return list(PRESETS)
+    return _attr("target", "load_model")(preset, checkpoint_path, adapter_path=adapter_path, adapter_mode=adapter_mode,
+                                         dtype=dtype, device=device, progress=progress,
+                                         trust_remote_code=trust_remote_code)
 
 
 def _lora(preset, dtype, device, progress):
-    from .lora_models import load_lora_preset
-
-    return load_lora_preset(preset, dtype=dtype, device=device, progress=progress)
-
-
-def _lora_key(preset):
-    from .proposal_lora import lora_key
-
-    return lora_key(preset)
-
-
-def _lora_presets():
-    from .proposal_lora import LORA_PRESETS
-
-    return list(LORA_PRESETS)
+    return _attr("lora", "load_lora_preset")(preset, dtype=dtype, device=device, progress=progress)
 
 
 def _deer(preset, dtype, device, progress):
-    from .deer_models import load_deer
-
-    return load_deer(preset, dtype=dtype, device=device, progress=progress)
+    return _attr("deer", "load_deer")(preset, dtype=dtype, device=device, progress=progress)
 
 
 def _deer_key(preset):
-    from .deer import D2A_PRESETS, deer_cache_key
-
-    return deer_cache_key(D2A_PRESETS[preset])
+    return _attr("deer", "deer_cache_key")(_attr("deer", "D2A_PRESETS")[preset])
 
 
-def _deer_presets():
-    from .deer import D2A_PRESETS
-
-    return list(D2A_PRESETS)
-
-
-def _dedit(preset, dtype, device, progress):
-    from .block_drafters import load_block_drafters
-
-    return load_block_drafters(preset, progress=progress, device=device)
+def _float32_loader(kind: str, name: str) -> Callable:
+    """The loader of a kind trained and loaded in float32 only: ``name(preset, progress=, device=)``."""
+    def load(preset, dtype, device, progress):
+        return _attr(kind, name)(preset, progress=progress, device=device)
+    return load
 
 
-def _dedit_key(preset):
-    from .block_drafters import drafter_key
-
-    return drafter_key(preset)
-
-
-def _dedit_presets():
-    from .block_drafters import DEDIT_PRESETS
-
-    return list(DEDIT_PRESETS)
-
-
-def _baselines(preset, dtype, device, progress):
-    from .baseline_drafters import load_baselines
-
-    return load_baselines(preset, progress=progress, device=device)
-
-
-def _baselines_key(preset):
-    from .baseline_drafters import baseline_key
-
-    return baseline_key(preset)
-
-
-def _baselines_presets():
-    from .baseline_drafters import BASELINE_PRESETS
-
-    return list(BASELINE_PRESETS)
-
-
-def _frozen_editors(preset, dtype, device, progress):
-    from .frozen_editor_drafters import load_frozen_editors
-
-    return load_frozen_editors(preset, progress=progress, device=device)
-
-
-def _frozen_editors_key(preset):
-    from .frozen_editor_drafters import editors_key
-
-    return editors_key(preset)
-
-
-def _frozen_editors_presets():
-    from .frozen_editor_drafters import FROZEN_EDITOR_PRESETS
-
-    return list(FROZEN_EDITOR_PRESETS)
+def _key(kind: str, name: str) -> Callable:
+    def key(preset, **options):
+        return _attr(kind, name)(preset, *options.values())
+    return key
 
 
 def _any_order(preset, dtype, device, progress, name):
-    from .any_order import load_or_train
-
-    trained = load_or_train(preset, name, progress=progress)
+    trained = _attr("any_order", "load_or_train")(preset, name, progress=progress)
     trained.model.to(device)
     return trained
 
 
-def _any_order_key(preset, name):
-    from .any_order import checkpoint_key as any_order_key
-
-    return any_order_key(preset, name)
-
-
-def _any_order_presets():
-    from .any_order import CONFIGS
-
-    return list(CONFIGS)
-
-
 _KINDS: dict[str, _Kind] = {
-    "target": _Kind(_target, _target_key, _target_presets, tuple(DTYPES),
+    "target": _Kind(_target, _key("target", "model_key"), "PRESETS", True,
                     ("checkpoint_path", "adapter_path", "adapter_mode", "trust_remote_code")),
-    "lora": _Kind(_lora, _lora_key, _lora_presets, tuple(DTYPES)),
-    "deer": _Kind(_deer, _deer_key, _deer_presets, tuple(DTYPES)),
-    "dedit": _Kind(_dedit, _dedit_key, _dedit_presets, ("float32",)),
-    "baselines": _Kind(_baselines, _baselines_key, _baselines_presets, ("float32",)),
-    "frozen_editors": _Kind(_frozen_editors, _frozen_editors_key, _frozen_editors_presets, ("float32",)),
-    "any_order": _Kind(_any_order, _any_order_key, _any_order_presets, ("float32",), ("name",), ("name",)),
+    "lora": _Kind(_lora, _key("lora", "lora_key"), "LORA_PRESETS", True),
+    "deer": _Kind(_deer, _deer_key, "D2A_PRESETS", True),
+    "dedit": _Kind(_float32_loader("dedit", "load_block_drafters"), _key("dedit", "drafter_key"), "DEDIT_PRESETS",
+                   False),
+    "baselines": _Kind(_float32_loader("baselines", "load_baselines"), _key("baselines", "baseline_key"),
+                       "BASELINE_PRESETS", False),
+    "frozen_editors": _Kind(_float32_loader("frozen_editors", "load_frozen_editors"),
+                            _key("frozen_editors", "editors_key"), "FROZEN_EDITOR_PRESETS", False),
+    "any_order": _Kind(_any_order, _key("any_order", "checkpoint_key"), "CONFIGS", False, ("name",), ("name",)),
 }
 assert tuple(_KINDS) == KINDS
+
+
+def presets(kind: str) -> list[str]:
+    """The presets of ``kind``."""
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
+    return list(_attr(kind, _KINDS[kind].presets))
 
 
 def _check(kind, preset, options: dict, allowed: str, dtype: str | None = None) -> _Kind:
@@ -195,17 +135,18 @@ def _check(kind, preset, options: dict, allowed: str, dtype: str | None = None) 
     unknown = sorted(set(options) - set(names))
     if unknown:
         raise TypeError(f"kind {kind!r} takes the options {list(names)}, got {unknown}")
-    if not (kind == "target" and options.get("checkpoint_path")) and preset not in spec.presets():
-        raise ValueError(f"preset must be one of {spec.presets()} for kind {kind!r}, got {preset!r}")
+    if preset not in presets(kind):
+        raise ValueError(f"preset must be one of {presets(kind)} for kind {kind!r}, got {preset!r}")
     if kind == "any_order":
-        from .any_order import CONFIGS
-
-        if options.get("name") not in CONFIGS[preset]:
-            raise ValueError(f"name must be one of {list(CONFIGS[preset])} for kind 'any_order' at preset "
-                             f"{preset!r}, got {options.get('name')!r}")
-    if dtype is not None and dtype not in spec.dtypes:
-        raise ValueError(f"dtype must be one of {list(spec.dtypes)} for kind {kind!r} (a name, not a torch.dtype), "
-                         f"got {dtype!r}")
+        names = list(_attr("any_order", "CONFIGS")[preset])
+        if options.get("name") not in names:
+            raise ValueError(f"name must be one of {names} for kind 'any_order' at preset {preset!r}, "
+                             f"got {options.get('name')!r}")
+    if dtype is not None:
+        allowed_dtypes = list(_attr("target", "DTYPES")) if spec.any_dtype else ["float32"]
+        if dtype not in allowed_dtypes:
+            raise ValueError(f"dtype must be one of {allowed_dtypes} for kind {kind!r} (a name, not a torch.dtype), "
+                             f"got {dtype!r}")
     return spec
 
 
@@ -213,8 +154,9 @@ def load(kind: str, preset: str = "cpu", *, dtype: str = "float32", device: str 
          **options):
     """The models of ``kind`` at ``preset`` (see the module docstring for what each returns),
     from the committed weights or the cache, trained on first use; ``options`` are the kind's own
-    (``target``: ``checkpoint_path``, ``adapter_path``, ``adapter_mode``, ``trust_remote_code``;
-    ``any_order``: ``name``).  Every argument is checked before anything is loaded or trained."""
+    (``target``: ``checkpoint_path``, ``adapter_path``, ``adapter_mode``, ``trust_remote_code``,
+    with which the preset is not used but must still be one; ``any_order``: ``name``).  Every
+    argument is checked before anything is loaded or trained."""
     spec = _check(kind, preset, options, "options", dtype)
     return spec.load(preset, dtype, device, progress, **options)
 
@@ -225,4 +167,4 @@ def checkpoint_key(kind: str, preset: str = "cpu", **options) -> str:
     return _check(kind, preset, options, "key_options").key(preset, **options)
 
 
-__all__ = ["KINDS", "checkpoint_key", "load"]
+__all__ = ["KINDS", "MODULES", "checkpoint_key", "load", "presets"]
