@@ -34,11 +34,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+import spec_lib
 from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
-from spec_lib.training.checkpoints import load_model
 
 from compiled_decode import greedy_generate, require_positive, slice_prompts   # benchmarks/ is on sys.path
 from decode_overhead import median_ci
@@ -67,7 +67,7 @@ def parse(argv):
 
 def main(argv=None) -> int:
     args = parse(argv)
-    eager, tokenizer = load_model(args.preset, progress=True)
+    eager, tokenizer = spec_lib.load("target", args.preset)
     hf_model = eager.hf_model
     prompts = slice_prompts(tokenizer, args.prompts, args.max_prompt_tokens)
     max_cache_len = args.max_prompt_tokens + args.new_tokens + 2

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+import spec_lib
 from spec_lib import decode
 from spec_lib.compiled import StaticDualModeLM, warm_up
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
 from spec_lib.studies import bench, compiled_path
-from spec_lib.training.checkpoints import load_model
 
 from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
 
@@ -82,7 +82,7 @@ def greedy_generate(model, prompt: torch.Tensor, new_tokens: int, pad_token_id: 
 
 def main(argv=None) -> int:
     args = parse(argv)
-    eager, tokenizer = load_model(args.preset, progress=True)
+    eager, tokenizer = spec_lib.load("target", args.preset)
     hf_model = eager.hf_model
     cases = [("ar", 1), ("linear", args.width), ("packed", args.width), ("quadratic", args.quadratic_width)]
     longest = max(2 * (args.width + 1), (args.quadratic_width + 1) * (args.quadratic_width + 2))

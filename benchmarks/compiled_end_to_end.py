@@ -25,12 +25,13 @@ import time
 
 import torch
 
+import spec_lib
 from spec_lib import decode
 from spec_lib.compiled.drafters import StaticBlockEditDrafter, StaticFeatureTarget
 from spec_lib.io import atomic_write_bytes
 from spec_lib.provenance import code_key
 from spec_lib.studies import bench, compiled_path
-from spec_lib.training.block_drafters import DEDIT_PRESETS, drafter_key, load_block_drafters
+from spec_lib.training.block_drafters import DEDIT_PRESETS
 
 SLICES = ("code", "stdlib", "math")
 
@@ -55,7 +56,7 @@ def parse(argv):
 
 def main(argv=None) -> int:
     args = parse(argv)
-    bundle = load_block_drafters(args.preset)
+    bundle = spec_lib.load("dedit", args.preset)
     target, tokenizer = bundle.target, bundle.tokenizer
     width = bundle.config.width - 1
     prompts = bench.slice_prompts(tokenizer, dict.fromkeys(SLICES, args.per_slice), args.max_prompt_tokens, 0)
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
     compile_seconds |= {label: compiled_path.shape_names(d.compile_seconds) for label, d in drafters["compiled"].items()}
     report = {"code_version": code_key(["spec_lib.compiled.drafters", "spec_lib.drafters", "spec_lib.schedules",
                                         "spec_lib.studies.bench", "spec_lib.studies.compiled_path"]),
-              "drafter_key": drafter_key(args.preset), "args": vars(args), "torch": torch.__version__,
+              "drafter_key": spec_lib.checkpoint_key("dedit", args.preset), "args": vars(args), "torch": torch.__version__,
               "torch_threads": torch.get_num_threads(), "width": width, "prompts": bench.prompt_counts(prompts),
               "warm_up_seconds": warm_seconds, "compile_seconds": compile_seconds,
               "identical": int(identity["identical"].sum()), "responses": int(identity["responses"].sum()),

@@ -41,10 +41,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+import spec_lib
 from spec_lib import decode
 from spec_lib.io import REPO_ROOT, atomic_write_bytes
 from spec_lib.studies import bench
-from spec_lib.training.block_drafters import DEDIT_PRESETS, drafter_key, load_block_drafters
+from spec_lib.training.block_drafters import DEDIT_PRESETS
 
 from decode_overhead import median_ci          # benchmarks/ is the script's folder: on sys.path
 
@@ -94,7 +95,7 @@ def ensure_peer_venv(path: Path) -> Path:
 
 def main(argv=None) -> int:
     args = parse(argv)
-    bundle = load_block_drafters(args.preset)
+    bundle = spec_lib.load("dedit", args.preset)
     if args.drafter not in bundle.networks:
         sys.exit(f"--drafter must be one of {[n for n in bundle.networks if n.startswith('dflash')]}, "
                  f"got {args.drafter!r}")
@@ -172,7 +173,7 @@ def compare(args, python: Path, bundle, prompts: dict, work: Path) -> dict:
     peer_tps = [sum(len(r["tokens"]) for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
     ours_speedup = [ar / deer for (ar, _), (deer, _) in zip(ours["ar"], ours["deer"])]
     peer_speedup = [sum(r["ar_seconds"] for r in p["rows"]) / sum(r["seconds"] for r in p["rows"]) for p in peer]
-    return {"preset": args.preset, "drafter": args.drafter, "drafter_key": drafter_key(args.preset),
+    return {"preset": args.preset, "drafter": args.drafter, "drafter_key": spec_lib.checkpoint_key("dedit", args.preset),
             "block_size": width, "args": {k: v for k, v in vars(args).items() if k != "peer_venv"},
             "peer": {k: peer[0][k] for k in ("dflash", "transformers", "torch", "threads", "block_size", "loading")},
             "project": {"torch": torch.__version__, "threads": torch.get_num_threads()},

@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+import spec_lib
 from spec_lib.io import atomic_write_bytes
 from spec_lib.notebook import params
 from spec_lib.provenance import code_key, git_commit
 from spec_lib.studies import bench, fanout
-from spec_lib.training.checkpoints import load_model, model_key
 
 NOTEBOOK = "11_packed_ss_greedy"
 SAME = ["slice", "prompt", "sample", "method", "tokens", "nfe", "output", "accepted"]
@@ -43,7 +43,8 @@ def grid_inputs(profile: str, limit: int | None):
     """Model, prompts, methods and caps exactly as notebook 11 builds them at ``profile``."""
     p = {name: d.default for name, d in params.declared_parameters(params.notebook_path(NOTEBOOK)).items()}
     p.update(params.load_params(params.notebook_path(NOTEBOOK), profile))
-    model, tokenizer = load_model(p["model_preset"], p["checkpoint_path"], dtype=p["dtype"], device=p["device"])
+    model, tokenizer = spec_lib.load("target", p["model_preset"], checkpoint_path=p["checkpoint_path"], dtype=p["dtype"],
+                                     device=p["device"])
     methods = [bench.Method("ar", 1), bench.Method("linear", p["block_linear_packed"] - 1),
                bench.Method("quadratic", p["block_quadratic"] - 1), bench.Method("packed", p["block_linear_packed"] - 1)]
     counts = {"code": p["n_code"], "packages": p["n_packages"], "stdlib": p["n_stdlib"], "math": p["n_math"]}
@@ -112,7 +113,7 @@ def main() -> None:
               "serial_threads": torch.get_num_threads(), "worker_environment": worker_environment,
               # the vector kernels torch dispatches to here (AVX2 / AVX-512 machines time differently)
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-              "checkpoint_key": None if p["checkpoint_path"] else model_key(p["model_preset"]),
+              "checkpoint_key": None if p["checkpoint_path"] else spec_lib.checkpoint_key("target", p["model_preset"]),
               "responses": int(len(first)),
               "identical_responses": int(same.sum()), "differing": gaps, "serial_wall_s": walls["serial"], "fanned_wall_s": walls["fanned"],
               "ratio_of_medians": float(np.median(walls["fanned"]) / np.median(walls["serial"])),
