@@ -188,11 +188,16 @@ def test_02_no_dominance_violation_and_a_counterexample_without_the_assumption()
 
 
 def test_03_every_schedule_samples_exactly_and_broken_variants_are_caught():
+    """README, `03`: 100,000 continuations per schedule; of the 78 p-values of the 39 exact
+    configurations at most 4 fall below 0.05 (one did), none below 0.01; the controls below 1e-6."""
     m = metrics("03_exact_sampling")
     correct = [r for r in m["main"] + m["repeats"] if r["role"] == "correct"]
     controls = [r for r in m["main"] if r["role"] == "negative control"]
-    assert len(correct) >= 7 + 32 and len(controls) == 5
+    assert len(correct) == 7 + 32 and len(controls) == 5
+    assert all(r["n"] == 100_000 for r in m["main"])
     assert_fits(correct, controls)
+    p_values = [p for r in correct for p in (r["chi2_p"], r["g_p"])]
+    assert sum(p < 0.05 for p in p_values) <= 4 and min(p_values) > 0.01
     assert all(r["closed_form_error"] <= 1e-12 for r in m["lemma_b3"])
     assert m["calibration"]["ks_uniform_p"] > 0.01 and 0.02 <= m["calibration"]["below_0.05"] <= 0.1
 
@@ -242,13 +247,13 @@ def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
 
 
 def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
-    """README, `11`: every greedy output of both paths equals AR's (1,344, no divergence);
-    Packed-SS's tokens/NFE gain over Linear-SS (1.18-1.90x, CI low ends 1.14-1.89) against its
-    1.29-1.35x time per NFE makes it faster on math (1.40x [1.37, 1.44]), not resolved on code
-    (0.98x [0.94, 1.02]) and slower on packages (0.87x) and stdlib (0.92x)."""
+    """README, `11`: every greedy output of both paths equals AR's (952, no divergence);
+    Packed-SS's tokens/NFE gain over Linear-SS (1.17-1.90x, CI low ends 1.13-1.89) against its
+    1.28-1.37x time per NFE makes it faster on math (1.44x [1.40, 1.48]), not resolved on code
+    (1.00x [0.95, 1.04]) and slower on packages (0.91x) and stdlib (0.86x)."""
     m = metrics("11_packed_ss_greedy")
     e = m["exactness"]
-    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 1344 and e["divergences"] == 0, e
+    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 952 and e["divergences"] == 0, e
     for name in ("code", "packages", "stdlib", "math"):
         r = row("11_packed_ss_greedy", "ratios_to_linear", slice=name, method="packed B=32")
         assert r["tokens_per_nfe_ratio_low"] > 1.1, (name, r["tokens_per_nfe_ratio_low"])
@@ -264,9 +269,10 @@ def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
 
 def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
     """README, `11` (the compiled path): AR and Linear-SS faster compiled (CI low ends above 1),
-    Packed-SS and Quadratic-SS within 0.95-1.07x; tau timed independently 4.14 -> 2.74 ms,
-    tau/delta 59 -> 44 rows; Packed-SS over Linear-SS lower on every slice compiled (point
-    estimates), as the cost model fitted on each path's own calls predicts (within 2%)."""
+    Packed-SS and Quadratic-SS within 0.95-1.07x; tau timed independently 4.15 -> 2.56 ms,
+    tau/delta 59 -> 40 rows; Packed-SS over Linear-SS lower on every slice compiled (point
+    estimates), as the cost model fitted on each path's own calls predicts (1.073 -> 1.010
+    predicted, 1.086 -> 1.015 observed; within 2%)."""
     m = metrics("11_packed_ss_greedy")
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
     faster = {(name, method): r for (comparison, name, method), r in ratios.items() if comparison == "compiled / eager"}
@@ -284,19 +290,21 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
     assert calibration["compiled"]["tau_ms"] < 0.75 * calibration["eager"]["tau_ms"]
     assert calibration["compiled"]["tau_over_delta"] < 0.8 * calibration["eager"]["tau_over_delta"]
     costs = {r["path"]: r for r in m["cost_model_by_path"]}
-    assert costs["eager"]["predicted_throughput_ratio"] > 1.0 > costs["compiled"]["predicted_throughput_ratio"]
+    assert costs["eager"]["predicted_throughput_ratio"] > costs["compiled"]["predicted_throughput_ratio"] + 0.03
     assert all(abs(r["relative_error"]) <= 0.02 for r in costs.values())
     assert set(m["compile_seconds"]) == {"verify:1", "verify:32", "linear_draft:32", "quadratic:72", "packed:64"}
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
-    """README, cost model: greedy, within 0.8-5.8% per slice from the independent calibration,
-    always on the low side (tolerance 8%), and within 1.8% from the run's own calls (tolerance 3%)."""
+    """README, cost model: greedy, within 0.1-6.1% per slice from the independent calibration
+    (tolerance 8%), on the low side on every slice but stdlib, where it is within 0.1% (tolerance
+    0.5%), and within 2.1% from the run's own calls (tolerance 3%)."""
     for r in metrics("11_packed_ss_greedy")["cost_model_check"]:
         band = 0.03 if r["tau_delta_from"] == "own calls" else 0.08
         assert abs(r["relative_error"]) <= band, (r["slice"], r["tau_delta_from"], r["relative_error"])
         if r["tau_delta_from"] == "independent":
-            assert r["predicted_throughput_ratio"] < r["observed_throughput_ratio"], r["slice"]
+            low_side = r["predicted_throughput_ratio"] < r["observed_throughput_ratio"]
+            assert low_side or (r["slice"] == "stdlib" and abs(r["relative_error"]) < 0.005), r["slice"]
 
 
 def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
@@ -334,8 +342,8 @@ def test_12_sampling_packed_beats_linear_on_every_slice_and_ar_beats_both():
 
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
-    """README, `14`: Packed-SS's model time 0.85 of Linear-SS's, its non-model time 1.06x;
-    non-model time 2.8-5.1% of wall on the eager path, 4.7-6.2% on the compiled one."""
+    """README, `14`: Packed-SS's model time 0.86 of Linear-SS's, its non-model time 1.05x;
+    non-model time 2.9-5.2% of wall on the eager path, 5.0-6.5% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
     assert table["packed B=32"]["model_norm"] < 0.95 * table["linear B=32"]["model_norm"]
@@ -345,21 +353,21 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
 
 
 def test_14_the_compiled_path_lowers_tau_over_delta_and_turns_packed_against_linear():
-    """README, `14`: compiling speeds up AR (1.39-1.45x) and Linear-SS (1.11-1.13x; CI low ends
-    above 1.08), Packed-SS and Quadratic-SS by at most 5% (on math their CIs contain 1); tau 5.08
-    -> 3.37 ms while delta 0.086 -> 0.113 ms/row, so tau/delta 59 -> 30 rows; Packed-SS over
-    Linear-SS falls from 0.92x (stdlib) and 1.41x (math) to 0.86x [0.83, 0.89] and 1.27x, as the
-    cost model fitted on each path's own calls predicts (within 0.9% and 2.7%; tolerance 4%);
-    compiled AR is then faster than every speculative schedule on the equal-weight mean; 672
+    """README, `14`: compiling speeds up AR (1.35x) and Linear-SS (1.08-1.13x; CI low ends
+    above 1), Packed-SS and Quadratic-SS by at most 5% (on math their CIs contain 1); tau 5.07
+    -> 3.69 ms while delta 0.096 -> 0.114 ms/row, so tau/delta 53 -> 32 rows; Packed-SS over
+    Linear-SS falls from 0.89x (stdlib) and 1.45x (math) to 0.85x [0.81, 0.89] and 1.29x, as the
+    cost model fitted on each path's own calls predicts (within 3.6% and 2.4%; tolerance 4%);
+    compiled AR is then faster than every speculative schedule on the equal-weight mean; 448
     greedy outputs identical to AR."""
     m = metrics("14_timing_decomposition")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 672
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 448
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["ratios"]}
     for (comparison, name, method), r in ratios.items():
         if comparison != "compiled / eager":
             continue
         if method.startswith(("ar", "linear")):
-            assert r["throughput_ratio_low"] > 1.08, (method, name)
+            assert r["throughput_ratio_low"] > 1.0, (method, name)
         else:
             assert r["throughput_ratio"] < 1.06, (method, name)
             if name == "math":
@@ -373,7 +381,7 @@ def test_14_the_compiled_path_lowers_tau_over_delta_and_turns_packed_against_lin
     costs = {r["path"]: r for r in m["cost_model_by_path"]}
     assert costs["compiled"]["tau_ms"] < 0.75 * costs["eager"]["tau_ms"]
     assert costs["compiled"]["delta_ms"] > costs["eager"]["delta_ms"]
-    assert costs["compiled"]["tau_over_delta"] < 0.6 * costs["eager"]["tau_over_delta"]
+    assert costs["compiled"]["tau_over_delta"] < 0.65 * costs["eager"]["tau_over_delta"]
     assert costs["eager"]["predicted_throughput_ratio"] > costs["compiled"]["predicted_throughput_ratio"]
     assert all(abs(r["relative_error"]) <= 0.04 for r in costs.values())
     total = {r["method"]: r["total_norm"] for r in m["decomposition"]}
@@ -481,16 +489,16 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
 
 
 def test_13_at_their_best_block_sizes_the_three_schedules_are_close_and_the_cost_model_agrees():
-    """README, `13` (eager path): best B Linear 16, Packed 8, Quadratic 4, the three within 3% at
-    the top (316.3, 315.5 and 308.3 tokens/s); Packed over Linear at B = 8 is 1.11x [1.02, 1.21]
-    on code and not resolved on stdlib, with 1.13-1.20x its tokens/NFE; the independent
-    calibration predicts the best-to-best ratios within 0.3% and 0.5% (tolerance 3%), the fit on
-    the run's own calls Quadratic's within 0.1% (tolerance 1%) and none for Packed B = 8 against
+    """README, `13` (eager path): best B Linear 16, Packed 8, Quadratic 4, the three within 4.2% at
+    the top (294.3, 292.0 and 282.2 tokens/s; tolerance 5%); Packed over Linear at B = 8 is 1.14x
+    [1.05, 1.23] on code and not resolved on stdlib, with 1.14-1.21x its tokens/NFE; the independent
+    calibration predicts the best-to-best ratios within 2.3% and 0.4% (tolerance 3%), the fit on
+    the run's own calls Quadratic's within 1.0% (tolerance 2%) and none for Packed B = 8 against
     Linear B = 16, whose calls have the same rows (tolerance: within 0.5 rows)."""
     m = metrics("13_block_size_probe")
     assert m["best_block"] == {"linear": 16, "packed": 8, "quadratic": 4}, m["best_block"]
     best = m["best_throughput"]
-    assert min(best.values()) > 0.97 * max(best.values()), best
+    assert min(best.values()) > 0.95 * max(best.values()), best
     vs = {r["slice"]: r for r in m["packed_vs_linear_at_best"]}
     assert vs["code"]["throughput_ratio_low"] > 1.0
     assert vs["stdlib"]["throughput_ratio_low"] < 1.0 < vs["stdlib"]["throughput_ratio_high"]
@@ -500,24 +508,25 @@ def test_13_at_their_best_block_sizes_the_three_schedules_are_close_and_the_cost
             rows = list(r["rows_per_call"].values())
             assert r["tau_delta_from"] == "own calls" and abs(rows[0] - rows[1]) < 0.5, r
         else:
-            assert abs(r["relative_error"]) <= (0.01 if r["tau_delta_from"] == "own calls" else 0.03), r
+            assert abs(r["relative_error"]) <= (0.02 if r["tau_delta_from"] == "own calls" else 0.03), r
 
 
 def test_13_every_schedule_beats_ar_at_its_best_block_size():
-    """README, `13` (eager path): at its best B every schedule is 1.41-1.54x AR, every CI above 1."""
+    """README, `13` (eager path): at its best B every schedule is 1.24-1.55x AR, every CI above 1
+    but Linear-SS's on code ([0.92, 1.74])."""
     for r in metrics("13_block_size_probe")["speedups_at_best"]:
-        assert 1.3 <= r["throughput_ratio"] <= 1.6, r
-        assert r["throughput_ratio_low"] > 1.0, r
+        assert 1.2 <= r["throughput_ratio"] <= 1.6, r
+        assert r["throughput_ratio_low"] > 1.0 or (r["slice"], r["method"]) == ("code", "linear B=16"), r
 
 
 def test_13_compiling_helps_ar_most_and_large_blocks_least():
     """README, `13`: on the compiled path (every shape compiled before timing) AR gains most
-    (1.41x); the compiled/eager gain falls with B for Packed-SS and Quadratic-SS and is lowest at
+    (1.44x); the compiled/eager gain falls with B for Packed-SS and Quadratic-SS and is lowest at
     the largest B for every schedule (Linear-SS peaks at B = 8), so no best B grows (Linear-SS
-    16 -> 8, the others stay); every schedule beats the compiled AR on both slices (CI above 1);
-    1,104 greedy outputs identical to AR."""
+    16 -> 8, the others stay); every schedule beats the compiled AR on stdlib (CI above 1), none
+    resolved on code (every CI contains 1); 736 greedy outputs identical to AR."""
     m = metrics("13_block_size_probe")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 1104
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 736
     throughput = {(r["path"], r["method"]): r for r in m["probe_by_path"]}
     ar_gain = throughput[("compiled", "ar")]["throughput"] / throughput[("eager", "ar")]["throughput"]
     for schedule in ("linear", "packed", "quadratic"):
@@ -531,17 +540,18 @@ def test_13_compiling_helps_ar_most_and_large_blocks_least():
     best = {r["method"].split()[0]: r["B"] for r in rows}
     eager = m["best_block"]
     assert all(best[s] <= eager[s] for s in eager), (best, eager)
-    assert all(r["throughput_ratio_low"] > 1.0 for r in rows), rows
+    assert all(r["throughput_ratio_low"] > 1.0 for r in rows if r["slice"] == "stdlib"), rows
+    assert all(r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"] for r in rows if r["slice"] == "code"), rows
 
 
 def test_21_deer_is_lossless_and_only_the_ar_drafter_beats_ar_at_this_scale():
-    """README, `21` (the committed weights): 224 greedy outputs identical; DEER's tau below the
-    AR drafter's at k = 8, 16 and 32; at T = 0 DEER 0.56-1.02x AR (no CI above 1; code's and
-    math's entirely below), the AR drafter 1.22-1.43x (every CI above 1.1); at T = 0.6 both at
-    about half AR's speed (every CI below 0.7); the peer 1.17x [1.12, 1.22]; batched outputs
-    equal batch 1 and AR's batched throughput grows past DEER's."""
+    """README, `21` (the committed weights): 160 greedy outputs identical; DEER's tau below the
+    AR drafter's at k = 8, 16 and 32; at T = 0 DEER 0.57-1.02x AR (no CI above 1; math's
+    entirely below), the AR drafter 1.15-1.48x (every CI above 1, above 1.1 on code and stdlib);
+    at T = 0.6 both at about half AR's speed (every CI below 0.7); the peer 1.21x [1.17, 1.26];
+    batched outputs equal batch 1 and AR's batched throughput grows past DEER's (3.1x at 16)."""
     m = metrics("21_deer_decoding")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 224
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 160
     assert all(r["same"] == r["responses"] for r in m["batch_identity"])
     assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.1
     assert set(m["deer_tau_above_ar_drafter_k_ge_8"]) == {"8", "16", "32"}
@@ -551,10 +561,10 @@ def test_21_deer_is_lossless_and_only_the_ar_drafter_beats_ar_at_this_scale():
     for r in greedy:
         if r["method"].startswith("deer"):
             assert r["speedup_low"] < 1.0, r
-            if r["slice"] != "stdlib":
+            if r["slice"] == "math":
                 assert r["speedup_high"] < 1.0, r
         else:
-            assert r["speedup_low"] > 1.1, r
+            assert r["speedup_low"] > (1.0 if r["slice"] == "math" else 1.1), r
     sampled = [r for r in m["main"] if r["temperature"] > 0 and r["method"] != "ar"]
     assert sampled and all(r["speedup_high"] < 0.7 for r in sampled)        # README: at T = 0.6 both lose to AR
     assert all(r["resurgence"] for r in m["resurgence"])
@@ -563,22 +573,24 @@ def test_21_deer_is_lossless_and_only_the_ar_drafter_beats_ar_at_this_scale():
 
 
 def test_21_compiling_speeds_the_ar_drafter_most_and_deer_least():
-    """README, `21` (the compiled path): 560 outputs of both paths identical to AR, and the same
+    """README, `21` (the compiled path): 400 outputs of both paths identical to AR, and the same
     accepted lengths on both paths for every response; every method faster compiled (CI low ends
-    above 1.1), the AR drafter most (1.47-1.58x, above AR's 1.34-1.42x on every slice), DEER least
-    (1.15-1.23x: its CI below AR's on every slice), so DEER over AR drops on every slice (its
-    compiled CI below 1 on code and math); the drafters' compile times recorded."""
+    above 1.1), the AR drafter most (1.62-1.74x, above AR's 1.36-1.47x on every slice), DEER least
+    (1.28-1.30x: below AR on every slice, its CI below AR's on code and stdlib), so DEER over AR
+    drops on every slice (its compiled CI below 1 on code and math); the drafters' compile times
+    recorded."""
     m = metrics("21_deer_decoding")
     e = m["path_exactness"]
-    assert e["ok"] and e["identical"] == e["responses"] == 560
+    assert e["ok"] and e["identical"] == e["responses"] == 400
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
     for name in ("code", "stdlib", "math"):
         ar = ratios[("compiled / eager", name, "ar (compiled)")]
         deer = ratios[("compiled / eager", name, "deer k=8 (compiled)")]
         ar_draft = ratios[("compiled / eager", name, "ar_draft k=8 (compiled)")]
         assert min(r["throughput_ratio_low"] for r in (ar, deer, ar_draft)) > 1.1, name
-        assert deer["throughput_ratio_high"] < ar["throughput_ratio_low"], name
-        assert ar_draft["throughput_ratio"] > ar["throughput_ratio"], name
+        assert deer["throughput_ratio"] < ar["throughput_ratio"] < ar_draft["throughput_ratio"], name
+        if name != "math":
+            assert deer["throughput_ratio_high"] < ar["throughput_ratio_low"], name
         eager, compiled = (ratios[("deer k=8 / ar", name, method)] for method in ("deer k=8", "deer k=8 (compiled)"))
         assert compiled["throughput_ratio"] < eager["throughput_ratio"], name
         if name != "stdlib":
