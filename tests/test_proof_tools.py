@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -82,6 +84,12 @@ def test_cost_model_helpers():
     timings = pd.DataFrame({"rows": rows, "seconds": 0.004 + 0.0001 * rows})
     fit = costmodel.fit_cost(timings)
     assert fit["tau"] == pytest.approx(0.004) and fit["delta"] == pytest.approx(0.0001)
+    with pytest.raises(ValueError, match=r"two distinct row counts.*\[8\]"):     # one point has no slope
+        costmodel.fit_cost(pd.DataFrame({"rows": [8, 8, 8], "seconds": [0.01, 0.011, 0.012]}))
+    with warnings.catch_warnings():                                             # two points: a line, no interval
+        warnings.simplefilter("error")
+        two = costmodel.fit_cost(timings[timings["rows"].isin([1, 64])])
+    assert two["delta"] == pytest.approx(0.0001) and np.isnan(two["delta_ci"][0])
     a100 = costmodel.paper_a100_tau_delta()
     assert a100["tau"] == pytest.approx(0.0244) and a100["tau_over_delta"] == pytest.approx(195.9, abs=0.1)
     assert costmodel.throughput_ratio(0.0, 2.0, 32) == pytest.approx(1.0)       # delta-bound: 2x rows per NFE

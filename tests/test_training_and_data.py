@@ -4,7 +4,10 @@ experiment statistics (spec_lib.bench)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -205,6 +208,15 @@ def test_paired_bootstrap_and_identity():
     assert fixed["predicted_throughput_ratio"] == pytest.approx(expected)
     assert fixed["calibration"] == "independent calibration"
     assert fixed["within_5_percent"] == (abs(fixed["relative_error"]) <= 0.05)
+    # Own calls of a single row count cannot separate tau from delta: no fit, said so, no warning.
+    one = runs[runs["method"] == "packed B=8"].copy()
+    one["rows_per_call"] = [[8] * len(r) for r in one["rows_per_call"]]
+    twin = one.assign(method="linear B=8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flat = bench.cost_model_check(pd.concat([one, twin]), "packed B=8", "linear B=8")
+    assert np.isnan(flat["predicted_throughput_ratio"]) and "no fit" in flat["calibration"]
+    assert not flat["within_5_percent"]
 
 
 def test_drafter_accuracy_on_exact_marginals():

@@ -258,12 +258,19 @@ def test_stale_reasons_name_what_changed():
     assert versions.stale_reasons(current, current) == []
     assert "no recorded" in versions.stale_reasons(None, current)[0]
     old = json.loads(json.dumps(current))
-    old["code"] = "0" * 16
+    old["code"]["spec_lib.studies.bench"] = "0" * 16
+    old["code"]["parameters"] = "0" * 16
+    old["code"]["spec_lib.studies.gone"] = "0" * 16
     model = next(iter(old["models"]))
     old["models"][model] = "f" * 16
     old["behaviour"]["masks"] = "0" * 16
     reasons = versions.stale_reasons(old, current)
     assert len(reasons) == 3 and model in reasons[1] and reasons[2].endswith("masks")
+    assert reasons[0] == ("code changed: its parameters, spec_lib.studies.bench (changed), "
+                          "spec_lib.studies.gone (no longer imported)")
+    legacy = {**current, "code": "0" * 16}                     # recorded before code was kept by part
+    assert versions.stale_reasons(legacy, current) == [
+        "the notebook, its parameters or the library code it imports changed"]
 
 
 def test_a_notebook_depends_only_on_the_models_and_components_it_imports():

@@ -6,7 +6,8 @@ A result records the version of the code that produced it (:func:`version_parts`
   module its cells import (transitively) that the fingerprint does not cover (the studies and
   figure modules, the loaders, the training pipelines), each compared as its syntax tree without
   docstrings (:func:`spec_lib.provenance.normalized_source`); the runner's bookkeeping modules
-  (:data:`BOOKKEEPING`: where files go, how versions are hashed) are left out;
+  (:data:`BOOKKEEPING`: where files go, how versions are hashed) are left out; one hash per part (cells,
+  parameters, each module), so :func:`stale_reasons` names the part that changed;
 * ``models``: the checkpoint keys of the trained models the notebook can load (those whose
   training pipeline it imports; :mod:`spec_lib.notebook.store`), source-based: a changed trainer
   is a changed model; each with the weights a load uses (the committed manifest's digest, so a
@@ -31,6 +32,7 @@ the claims test fails on a stale result that is not listed and on a listed one t
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -92,13 +94,16 @@ def _params(notebook, profile: str) -> str:
     return json.dumps(read_yaml(path) if path.is_file() else None, sort_keys=True, default=str)
 
 
-def _checkpoints(profile: str) -> list:
+@functools.lru_cache(maxsize=None)
+def _checkpoints(profile: str) -> tuple:
+    """The profile's checkpoints, computed once per process: their keys hash the training code and
+    the stdlib listing (about 9 s on 2 cores), and a kernel runs the code it imported at its start."""
     from ..training.presets import PRESETS
     from .store import profile_checkpoints
 
     if profile not in PRESETS:                            # gpu: checkpoints come from paths
-        return []
-    return profile_checkpoints(profile)
+        return ()
+    return tuple(profile_checkpoints(profile))
 
 
 def _models(notebook, profile: str, modules: list[str]) -> dict[str, str]:
@@ -137,20 +142,22 @@ def code_closure(notebook) -> list[str]:
     return sorted(set(modules) | set(closure(roots, exclude=BOOKKEEPING)))
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def version_parts(notebook, profile: str) -> dict:
-    """``{"code": hash, "models": {"<preset> (<kind>)": key}, "behaviour": {component: hash}}``
-    of ``notebook`` at ``profile`` for the current code (see the module docstring)."""
+    """``{"code": {part: hash}, "models": {"<preset> (<kind>)": key}, "behaviour": {component: hash}}``
+    of ``notebook`` at ``profile`` for the current code (see the module docstring); ``code`` has one
+    hash for the notebook's cells, one for its parameters and one per module compared as code, so a
+    stale result names what changed."""
     from .fingerprint import COMPONENTS, component_modules, covered_modules, fingerprint
 
     modules = code_closure(notebook)
     covered = set(covered_modules())
-    digest = hashlib.sha256()
-    for source in _cells(notebook):
-        digest.update(_normalized_cell(source).encode() + b"\0")
-    digest.update(_params(notebook, profile).encode() + b"\0")
-    for module in modules:
-        if module not in covered:
-            digest.update(module.encode() + b"\0" + normalized_module(module).encode() + b"\0")
+    code = {"cells": _digest("\0".join(_normalized_cell(source) for source in _cells(notebook))),
+            "parameters": _digest(_params(notebook, profile))}
+    code.update({module: _digest(normalized_module(module)) for module in modules if module not in covered})
     models = _models(notebook, profile, modules)
     reached = set(modules)
     behaviour = {}
@@ -158,7 +165,7 @@ def version_parts(notebook, profile: str) -> dict:
     if components:
         prints = fingerprint()
         behaviour = {c.name: prints[c.name] for c in components}
-    return {"code": digest.hexdigest()[:16], "models": models, "behaviour": behaviour}
+    return {"code": code, "models": models, "behaviour": behaviour}
 
 
 def version_of(parts: dict) -> str:
@@ -175,8 +182,17 @@ def stale_reasons(recorded: dict | None, current: dict) -> list[str]:
     if not recorded:
         return ["no recorded code version (results from an older runner)"]
     reasons = []
-    if recorded.get("code") != current["code"]:
-        reasons.append("the notebook, its parameters or the library code it imports changed")
+    old_code, new_code = recorded.get("code"), current["code"]
+    if not isinstance(old_code, dict):                   # a result from before code was recorded by part
+        if old_code != new_code:
+            reasons.append("the notebook, its parameters or the library code it imports changed")
+    else:
+        changed = sorted(n for n in set(old_code) | set(new_code) if old_code.get(n) != new_code.get(n))
+        named = [{"cells": "the notebook's code cells", "parameters": "its parameters"}.get(
+            n, f"{n} ({'added' if n not in old_code else 'no longer imported' if n not in new_code else 'changed'})")
+            for n in changed]
+        if named:
+            reasons.append(f"code changed: {', '.join(named)}")
     old_models, new_models = recorded.get("models", {}), current["models"]
     for name in sorted(set(old_models) | set(new_models)):
         if old_models.get(name) != new_models.get(name):

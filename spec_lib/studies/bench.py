@@ -331,7 +331,12 @@ def cost_model_check(runs: pd.DataFrame, method: str, baseline: str, calibration
     both = runs[runs["method"].isin([method, baseline])]
     if calibration is None:
         calls = call_costs(both)
-        fit, source = fit_cost(calls[calls["call"] > 0]), "run's steady-state calls"
+        steady = calls[calls["call"] > 0]
+        if steady["rows"].nunique() < 2:    # one row count: tau and delta cannot be told apart
+            fit = {"tau": np.nan, "delta": np.nan}
+            source = f"run's steady-state calls (one row count, {steady['rows'].unique().tolist()}: no fit)"
+        else:
+            fit, source = fit_cost(steady), "run's steady-state calls"
     else:
         fit, source = calibration, "independent calibration"
     agg = aggregate(both, by=("method",)).set_index("method")
@@ -347,7 +352,7 @@ def cost_model_check(runs: pd.DataFrame, method: str, baseline: str, calibration
             "non_model_ms_per_nfe": {m: 1e3 * v for m, v in overhead.items()},
             "tokens_per_nfe_ratio": tokens_ratio, "predicted_throughput_ratio": predicted,
             "observed_throughput_ratio": observed, "relative_error": observed / predicted - 1,
-            "within_5_percent": bool(abs(observed / predicted - 1) <= 0.05)}
+            "within_5_percent": bool(abs(observed / predicted - 1) <= 0.05)}    # False when there is no fit
 
 
 def cost_model_table(runs: pd.DataFrame, method: str, baseline: str, calibration: dict | None) -> pd.DataFrame:

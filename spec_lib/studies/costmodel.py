@@ -119,10 +119,14 @@ def fit_cost(timings: pd.DataFrame, confidence: float = 0.95) -> dict:
     """OLS fit of the per-n median time: seconds = tau + delta * rows.
 
     Returns tau, delta (seconds), their confidence intervals, the fitted line's confidence
-    band on a grid, and the residuals of the medians.
+    band on a grid, and the residuals of the medians.  Needs calls of at least two distinct
+    row counts (a line through one point has no slope); with exactly two there is no interval.
     """
     med = timings.groupby("rows")["seconds"].median()
     x, y = med.index.to_numpy(float), med.to_numpy()
+    if len(x) < 2:
+        raise ValueError(f"fit_cost: timings must hold calls of at least two distinct row counts to fit "
+                         f"tau + delta * rows; got row counts {sorted(map(int, x))}")
     fit = stats.linregress(x, y)
     dof = len(x) - 2
     t = stats.t.ppf(0.5 + confidence / 2, dof) if dof > 0 else np.nan    # two row counts: no interval
