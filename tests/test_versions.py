@@ -268,6 +268,9 @@ def test_stale_reasons_name_what_changed():
     assert len(reasons) == 3 and model in reasons[1] and reasons[2].endswith("masks")
     assert reasons[0] == ("code changed: its parameters, spec_lib.studies.bench (changed), "
                           "spec_lib.studies.gone (no longer imported)")
+    fewer = {**current, "behaviour": {k: v for k, v in current["behaviour"].items() if k != "stops"}}
+    assert versions.stale_reasons(fewer, current) == ["now reaches more of the decoding core: stops"]
+    assert versions.stale_reasons(current, fewer) == ["no longer reaches: stops"]
     legacy = {**current, "code": "0" * 16}                     # recorded before code was kept by part
     assert versions.stale_reasons(legacy, current) == [
         "the notebook, its parameters or the library code it imports changed"]

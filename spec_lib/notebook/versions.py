@@ -198,9 +198,13 @@ def stale_reasons(recorded: dict | None, current: dict) -> list[str]:
         if old_models.get(name) != new_models.get(name):
             reasons.append(f"model {name}: {old_models.get(name, 'none')} -> {new_models.get(name, 'none')}")
     old, new = recorded.get("behaviour", {}), current["behaviour"]
-    changed = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
+    changed = sorted(n for n in set(old) & set(new) if old[n] != new[n])
     if changed:
         reasons.append(f"behaviour of the decoding core changed: {', '.join(changed)}")
+    if set(new) - set(old):
+        reasons.append(f"now reaches more of the decoding core: {', '.join(sorted(set(new) - set(old)))}")
+    if set(old) - set(new):
+        reasons.append(f"no longer reaches: {', '.join(sorted(set(old) - set(new)))}")
     return reasons
 
 
