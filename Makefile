@@ -7,16 +7,18 @@ PY      := $(VENV)/bin/python
 PROFILE ?= cpu
 STAMP   := $(VENV)/.installed
 LAB     := $(VENV)/.lab-installed
+CHROMIUM := /usr/bin/chromium
 DASKCFG := $(VENV)/etc/dask/spec_lib.yaml
 # The git clean filter of *.ipynb (.gitattributes): outputs, execution counts and the metadata that
 # JupyterLab and papermill add are stripped; cell ids are kept (tests/test_notebooks.py reads this line).
 NBSTRIPOUT := -m nbstripout --keep-id --extra-keys "metadata.language_info.codemirror_mode metadata.language_info.file_extension metadata.language_info.mimetype metadata.language_info.nbconvert_exporter metadata.language_info.pygments_lexer metadata.language_info.version metadata.papermill metadata.widgets cell.metadata.papermill cell.metadata.execution"
 
-.PHONY: reproduce test lab lab-check benchmark clean-runs help
+.PHONY: reproduce test report lab lab-check benchmark clean-runs help
 
 help:
 	@echo "make reproduce   run every notebook at PROFILE=$(PROFILE) (results/, figures/)"
 	@echo "make test        the test suite (every notebook at the smoke profile included)"
+	@echo "make report      the executed notebooks of PROFILE=$(PROFILE) as a static site: report/$(PROFILE)/index.html"
 	@echo "make benchmark   decoder-overhead benchmark (benchmarks/decode_overhead.py)"
 	@echo "make lab         JupyterLab in the project's environment (repository root, notebooks/ open)"
 	@echo "make lab-check   Run All of three notebooks in JupyterLab in headless Chromium; screenshots in lab-check/"
@@ -43,8 +45,19 @@ $(DASKCFG): config/dask.yaml $(STAMP)
 reproduce: $(STAMP) $(DASKCFG)
 	$(PY) -m spec_lib.run --profile $(PROFILE)
 
-test: $(STAMP) $(DASKCFG)
+test: $(STAMP) $(DASKCFG) $(CHROMIUM)
 	$(PY) -m pytest
+
+# The pages of runs/$(PROFILE)/ (what make reproduce executed) with their findings, and an index.
+report: $(STAMP)
+	$(PY) -m spec_lib.notebook.report --profile $(PROFILE)
+
+# tests/test_report.py opens the report in Debian's Chromium (Playwright drives it; no browser download).
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing Debian's chromium for tests/test_report.py"; \
+		apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	else echo "make: tests/test_report.py needs Chromium at $(CHROMIUM): sudo apt-get install chromium" >&2; exit 1; fi
 
 benchmark: $(STAMP) $(DASKCFG)
 	$(PY) benchmarks/decode_overhead.py

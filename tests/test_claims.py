@@ -1,7 +1,7 @@
 """The committed cpu results: current, whole, and saying what the README says.
 
-In the manner of recommenders' notebook tests, every headline claim of the README is asserted
-here against ``results/cpu/*.json`` with an explicit tolerance.  Results are also checked for
+In the manner of recommenders' notebook tests, every headline claim of the notebooks' findings (and
+of the docs) is asserted here against ``results/cpu/*.json`` with an explicit tolerance.  Results are also checked for
 staleness: a result whose recorded code version (its notebook and parameters, the library code it
 imports, the keys of the models it loads and the behaviour of the decoding core it uses:
 :mod:`spec_lib.notebook.versions`) differs from what the current code computes was produced by
@@ -80,7 +80,7 @@ def test_result_is_current_or_listed_as_stale(stem):
 
 
 def test_readme_states_how_many_results_are_stale():
-    """README, *Results at the cpu profile*: the number of results the ledger lists."""
+    """README, the line under the notebook table: the number of results the ledger lists."""
     import re
 
     listed = len(read_ledger(PROFILE))
@@ -91,20 +91,20 @@ def test_readme_states_how_many_results_are_stale():
 
 
 def test_readme_run_times_are_the_recorded_ones():
-    """README, *Run times at the cpu profile*: each notebook's last cpu run time is
+    """README, the notebook table's last column: each notebook's last cpu run time is
     ``results/cpu/run_times.json`` (minutes, one decimal), the stated total their sum; a notebook
     without a recorded time is one the ledger lists (its regeneration is under way)."""
     import re
 
     times = json.loads((results_dir(PROFILE) / "run_times.json").read_text())
     readme = (NOTEBOOKS_DIR.parent / "README.md").read_text()
-    stated = dict(re.findall(r"^\| `(\d\d_\w+)` \| ([\d.]+) min \|", readme, flags=re.M))
+    stated = dict(re.findall(r"^\| \[`(\d\d_\w+)`\]\(notebooks/\1\.ipynb\) \|.*\| ([\d.]+) min \|$", readme, flags=re.M))
     timed = set(times) & set(NOTEBOOKS)
     assert stated and set(stated) == timed, sorted(timed ^ set(stated))
     assert set(NOTEBOOKS) - timed <= set(read_ledger(PROFILE)), sorted(set(NOTEBOOKS) - timed)
     for stem, minutes in stated.items():
         assert float(minutes) == round(times[stem] / 60, 1), (stem, minutes, times.get(stem))
-    total = re.search(r"^\| total \| ([\d.]+) min \|", readme, flags=re.M)
+    total = re.search(r"The last cpu runs sum to \*\*([\d.]+) min\*\*", readme)
     assert total and float(total.group(1)) == round(sum(times[s] for s in timed) / 60, 1), total
 
 
@@ -166,7 +166,7 @@ def test_01_cost_model_describes_calls_and_iterations():
 
 
 def test_01_the_compiled_path_cuts_the_cost_of_a_call():
-    """README, `01`: on the compiled path tau 5.45 -> 4.23 ms and delta 0.119 -> 0.088 ms per row
+    """notebook `01` (its findings): on the compiled path tau 5.45 -> 4.23 ms and delta 0.119 -> 0.088 ms per row
     (the machine 2.5x slower than in the runs before, where tau fell 2.14 -> 1.05 ms and
     tau/delta 49 -> 30); tau/delta 46 and 48 rows; both fits R^2 >= 0.99.  Asserted: the fits
     linear (R^2 >= 0.98), the compiled tau's and delta's CIs entirely below the eager ones, and
@@ -188,7 +188,7 @@ def test_02_no_dominance_violation_and_a_counterexample_without_the_assumption()
 
 
 def test_03_every_schedule_samples_exactly_and_broken_variants_are_caught():
-    """README, `03`: 100,000 continuations per schedule; of the 78 p-values of the 39 exact
+    """notebook `03` (its findings): 100,000 continuations per schedule; of the 78 p-values of the 39 exact
     configurations at most 4 fall below 0.05 (one did), none below 0.01; the controls below 1e-6."""
     m = metrics("03_exact_sampling")
     correct = [r for r in m["main"] + m["repeats"] if r["role"] == "correct"]
@@ -247,7 +247,7 @@ def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
 
 
 def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
-    """README, `11`: every greedy output of both paths equals AR's (952, no divergence);
+    """notebook `11` (its findings): every greedy output of both paths equals AR's (952, no divergence);
     Packed-SS's tokens/NFE gain over Linear-SS (1.17-1.90x, CI low ends 1.13-1.89) against its
     1.28-1.37x time per NFE makes it faster on math (1.44x [1.40, 1.48]), not resolved on code
     (1.00x [0.95, 1.04]) and slower on packages (0.91x) and stdlib (0.86x)."""
@@ -268,7 +268,7 @@ def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
 
 
 def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
-    """README, `11` (the compiled path): AR and Linear-SS faster compiled (CI low ends above 1),
+    """notebook `11` (its findings) (the compiled path): AR and Linear-SS faster compiled (CI low ends above 1),
     Packed-SS and Quadratic-SS within 0.95-1.07x; tau timed independently 4.15 -> 2.56 ms,
     tau/delta 59 -> 40 rows; Packed-SS over Linear-SS lower on every slice compiled (point
     estimates), as the cost model fitted on each path's own calls predicts (1.073 -> 1.010
@@ -296,7 +296,7 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
-    """README, cost model: greedy, within 0.1-6.1% per slice from the independent calibration
+    """notebooks 11-13, cost model: greedy, within 0.1-6.1% per slice from the independent calibration
     (tolerance 8%), on the low side on every slice but stdlib, where it is within 0.1% (tolerance
     0.5%), and within 2.1% from the run's own calls (tolerance 3%)."""
     for r in metrics("11_packed_ss_greedy")["cost_model_check"]:
@@ -319,7 +319,7 @@ def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
 
 
 def test_12_sampling_packed_beats_linear_on_every_slice_and_ar_beats_both():
-    """README, `12`: Packed-SS 1.46x Linear-SS's tokens/NFE on code (CI low ends above 1.3 on
+    """notebook `12` (its findings): Packed-SS 1.46x Linear-SS's tokens/NFE on code (CI low ends above 1.3 on
     every slice) and faster than Linear-SS on every slice (CI low ends above 1); plain AR faster
     than every speculative schedule on every slice; sampled text repeats at most 5% of its tokens
     and Linear-SS accepts under 3 tokens per iteration; the cost model within 9.2% per slice
@@ -342,7 +342,7 @@ def test_12_sampling_packed_beats_linear_on_every_slice_and_ar_beats_both():
 
 
 def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
-    """README, `14`: Packed-SS's model time 0.86 of Linear-SS's, its non-model time 1.05x;
+    """notebook `14` (its findings): Packed-SS's model time 0.86 of Linear-SS's, its non-model time 1.05x;
     non-model time 2.9-5.2% of wall on the eager path, 5.0-6.5% on the compiled one."""
     table = {r["method"]: r for r in metrics("14_timing_decomposition")["decomposition"]}
     assert table["linear B=32"]["total_norm"] == pytest.approx(1.0)
@@ -353,7 +353,7 @@ def test_14_packed_saves_model_time_and_the_decoder_stays_cheap():
 
 
 def test_14_the_compiled_path_lowers_tau_over_delta_and_turns_packed_against_linear():
-    """README, `14`: compiling speeds up AR (1.35x) and Linear-SS (1.08-1.13x; CI low ends
+    """notebook `14` (its findings): compiling speeds up AR (1.35x) and Linear-SS (1.08-1.13x; CI low ends
     above 1), Packed-SS and Quadratic-SS by at most 5% (on math their CIs contain 1); tau 5.07
     -> 3.69 ms while delta 0.096 -> 0.114 ms/row, so tau/delta 53 -> 32 rows; Packed-SS over
     Linear-SS falls from 0.89x (stdlib) and 1.45x (math) to 0.85x [0.81, 0.89] and 1.29x, as the
@@ -389,7 +389,7 @@ def test_14_the_compiled_path_lowers_tau_over_delta_and_turns_packed_against_lin
 
 
 def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
-    """README, `16`: rows 2B + |S|B; 0 pathwise violations over >= 2,000 (instance, policy)
+    """notebook `16` (its findings): rows 2B + |S|B; 0 pathwise violations over >= 2,000 (instance, policy)
     pairs; a counterexample without the assumption; sampling fits, the control is rejected;
     576 greedy outputs identical to AR."""
     m = metrics("16_partial_branch")
@@ -403,7 +403,7 @@ def test_16_partial_branch_never_loses_under_the_assumption_and_is_exact():
 
 
 def test_16_speed_full_branch_keeps_up_more_branches_cost_more_and_the_cost_model_holds():
-    """README, `16`: `full` at B = 8 is within noise of Packed-SS on every slice (CI contains 1),
+    """notebook `16` (its findings): `full` at B = 8 is within noise of Packed-SS on every slice (CI contains 1),
     every other policy and Quadratic-SS are slower (CI below 1), branches never cost passes (the
     tokens/NFE CI above 1, but for `first:2` B = 16 on math, whose CI contains 1),
     the own-calls cost model predicts every speculative method's model time per call within 5%,
@@ -433,7 +433,7 @@ def test_17_lora_results_come_from_the_current_adapter():
 
 
 def test_17_the_adapter_makes_an_ar_model_a_drafter_and_the_verifier_stays_exact():
-    """README, `17`: adapter trained in <= 10 min; verifier bitwise; every greedy output equals
+    """notebook `17` (its findings): adapter trained in <= 10 min; verifier bitwise; every greedy output equals
     the AR output; offset-1 accuracy lifted by at least 0.4 on every slice, to >= 0.5 (measured
     0.84 / 0.69 / 0.53 from 0.03 / 0.28 / 0.00), still below the dual-mode model's beyond offset 1."""
     m = metrics("17_proposal_lora")
@@ -448,7 +448,7 @@ def test_17_the_adapter_makes_an_ar_model_a_drafter_and_the_verifier_stays_exact
 
 
 def test_17_tables_4_and_5():
-    """README, `17`: Packed-SS beats Linear-SS with the adapter (throughput CI above 1.1; measured
+    """notebook `17` (its findings): Packed-SS beats Linear-SS with the adapter (throughput CI above 1.1; measured
     1.22 and 1.21) and on the dual-mode model (1.18 [1.09, 1.28]); Table 5's rows follow App.
     F.2's accounting; the lean variant's model time per packed call is at most the paper variant's
     (measured 0.988 [0.918, 1.060]: point estimate <= 1, the interval's upper end within 7%)."""
@@ -468,7 +468,7 @@ def test_17_tables_4_and_5():
 def test_20_alignment_lifts_the_drafter_above_masked_diffusion_pretraining():
     """Both D2A variants lift tau far above the masked-diffusion drafter; Stage II never costs
     more than 0.1; the objectives as written stay below the cpu-scale ones on every slice; a
-    larger alpha makes Stage II's weighted loss noisier in both variants (README, `20`)."""
+    larger alpha makes Stage II's weighted loss noisier in both variants (notebook `20` (its findings))."""
     m = metrics("20_deer_alignment")
     for r in m["stage2_ablation"]:
         for variant in ("cpu-scale", "faithful"):
@@ -489,7 +489,7 @@ def test_22_deer_and_ar_draft_sample_exactly_and_controls_are_caught():
 
 
 def test_13_at_their_best_block_sizes_the_three_schedules_are_close_and_the_cost_model_agrees():
-    """README, `13` (eager path): best B Linear 16, Packed 8, Quadratic 4, the three within 4.2% at
+    """notebook `13` (its findings) (eager path): best B Linear 16, Packed 8, Quadratic 4, the three within 4.2% at
     the top (294.3, 292.0 and 282.2 tokens/s; tolerance 5%); Packed over Linear at B = 8 is 1.14x
     [1.05, 1.23] on code and not resolved on stdlib, with 1.14-1.21x its tokens/NFE; the independent
     calibration predicts the best-to-best ratios within 2.3% and 0.4% (tolerance 3%), the fit on
@@ -512,7 +512,7 @@ def test_13_at_their_best_block_sizes_the_three_schedules_are_close_and_the_cost
 
 
 def test_13_every_schedule_beats_ar_at_its_best_block_size():
-    """README, `13` (eager path): at its best B every schedule is 1.24-1.55x AR, every CI above 1
+    """notebook `13` (its findings) (eager path): at its best B every schedule is 1.24-1.55x AR, every CI above 1
     but Linear-SS's on code ([0.92, 1.74])."""
     for r in metrics("13_block_size_probe")["speedups_at_best"]:
         assert 1.2 <= r["throughput_ratio"] <= 1.6, r
@@ -520,7 +520,7 @@ def test_13_every_schedule_beats_ar_at_its_best_block_size():
 
 
 def test_13_compiling_helps_ar_most_and_large_blocks_least():
-    """README, `13`: on the compiled path (every shape compiled before timing) AR gains most
+    """notebook `13` (its findings): on the compiled path (every shape compiled before timing) AR gains most
     (1.44x); the compiled/eager gain falls with B for Packed-SS and Quadratic-SS and is lowest at
     the largest B for every schedule (Linear-SS peaks at B = 8), so no best B grows (Linear-SS
     16 -> 8, the others stay); every schedule beats the compiled AR on stdlib (CI above 1), none
@@ -545,7 +545,7 @@ def test_13_compiling_helps_ar_most_and_large_blocks_least():
 
 
 def test_21_deer_is_lossless_and_only_the_ar_drafter_beats_ar_at_this_scale():
-    """README, `21` (the committed weights): 160 greedy outputs identical; DEER's tau below the
+    """notebook `21` (its findings) (the committed weights): 160 greedy outputs identical; DEER's tau below the
     AR drafter's at k = 8, 16 and 32; at T = 0 DEER 0.57-1.02x AR (no CI above 1; math's
     entirely below), the AR drafter 1.15-1.48x (every CI above 1, above 1.1 on code and stdlib);
     at T = 0.6 both at about half AR's speed (every CI below 0.7); the peer 1.21x [1.17, 1.26];
@@ -573,7 +573,7 @@ def test_21_deer_is_lossless_and_only_the_ar_drafter_beats_ar_at_this_scale():
 
 
 def test_21_compiling_speeds_the_ar_drafter_most_and_deer_least():
-    """README, `21` (the compiled path): 400 outputs of both paths identical to AR, and the same
+    """notebook `21` (its findings) (the compiled path): 400 outputs of both paths identical to AR, and the same
     accepted lengths on both paths for every response; every method faster compiled (CI low ends
     above 1.1), the AR drafter most (1.62-1.74x, above AR's 1.36-1.47x on every slice), DEER least
     (1.28-1.30x: below AR on every slice, its CI below AR's on code and stdlib), so DEER over AR
@@ -688,7 +688,7 @@ def test_32_trained_editing_never_collapses_untrained_editing_does_and_future_co
 
 
 def test_04_any_order_schedules_equal_the_serial_reference_and_controls_are_caught():
-    """README, `04`: 720 runs, every output and draft equal to Proposition C.1's reference; cache
+    """notebook `04` (its findings): 720 runs, every output and draft equal to Proposition C.1's reference; cache
     rebuilds exercised; both wrong masks caught in every run (200 of 200); LTR = serial greedy."""
     m = metrics("04_any_order_correctness")
     assert m["runs_checked"] >= 700
@@ -700,7 +700,7 @@ def test_04_any_order_schedules_equal_the_serial_reference_and_controls_are_caug
 
 
 def test_15_any_order_speed_and_accuracy_on_the_math_slice():
-    """README, `15`: both checkpoints trained in <= 20 min; LTR outputs identical (so labels);
+    """notebook `15` (its findings): both checkpoints trained in <= 20 min; LTR outputs identical (so labels);
     Packed-SS beats Quadratic-SS in both orders (CI above 1.15) but not Linear-SS (no CI above 1),
     with 1.1-1.2x its tokens/NFE; at W = 8 confidence order and the native decoder cost accuracy
     (CI below 0), at W = 16 neither difference is resolved (CI contains 0); every CI within 25
@@ -740,7 +740,7 @@ def benchmark_report(stem: str, modules: list[str], script: str, key: str = "cod
 
 
 def test_compiled_path_benchmark():
-    """README, *Decoder overhead* (compiled fast path): benchmarks/results/compiled_decode_cpu.json,
+    """docs/decoder-overhead.md (compiled fast path): benchmarks/results/compiled_decode_cpu.json,
     written by benchmarks/compiled_decode.py from the code as it is (code key checked).  Measured
     on the AVX-512 machine while it ran 2.4x slower than in the runs before (``generate`` 213
     tokens/s against 520), with the call's Layout built directly from its template: ar 1.49x the
@@ -763,7 +763,7 @@ def test_compiled_path_benchmark():
 
 
 def test_compiled_drafters_benchmark():
-    """README, *Decoder overhead* (compiled drafters): benchmarks/results/compiled_drafters_cpu.json,
+    """docs/decoder-overhead.md (compiled drafters): benchmarks/results/compiled_drafters_cpu.json,
     written by benchmarks/compiled_drafters.py from the code as it is (code key checked).
     Measured on the AVX-512 machine (2.4x slower than in the run before): a DEER drafting pass
     1.35-1.96x faster compiled than eager (CI low ends >= 1.29), an AR drafting cycle 2.22-2.31x,
@@ -784,7 +784,7 @@ def test_compiled_drafters_benchmark():
 
 
 def test_fanout_benchmark():
-    """README, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
+    """docs/running.md, *One notebook's grid, fanned out*: benchmarks/results/fanout_cpu.json, written by
     ``benchmarks/fanout_speed.py --profile cpu`` from the code as it is (code key checked), with
     the workers started under ``config/dask.yaml`` (Dask's malloc trim threshold unset).
     Measured: notebook 11's whole cpu grid (356 prompts x 4 methods), the jobs submitted longest
@@ -803,7 +803,7 @@ def test_fanout_benchmark():
 
 
 def test_compile_options_benchmark():
-    """README, *Decoder overhead* (what each lever buys): benchmarks/results/compile_options_cpu.json,
+    """docs/decoder-overhead.md (what each lever buys): benchmarks/results/compile_options_cpu.json,
     written by benchmarks/compile_options.py from the code as it is (code key checked).
     Measured over the compiled ar path, rounds rotated, on the machine 2.4x slower than before:
     the library (C++ wrapper, guards skipped) 313 tokens/s, 1.48x [1.24, 1.58] generate; over the
@@ -900,7 +900,7 @@ def test_34_the_editor_uses_future_tokens_against_a_causal_pass_but_loses_to_dom
 
 
 def test_dflash_peer_benchmark():
-    """README, *A peer*: benchmarks/results/dflash_peer_cpu.json, written by benchmarks/dflash_peer.py
+    """docs/decoder-overhead.md, *A peer*: benchmarks/results/dflash_peer_cpu.json, written by benchmarks/dflash_peer.py
     with the current cpu DFlash drafter (its key checked).  The project's checkpoint loads into the
     PyPI dflash 0.1.0 with no missing or unexpected keys; all 24 greedy outputs of both decoders
     equal the target's AR output; after the first round (which differs by design) tau agrees
@@ -922,7 +922,7 @@ def test_dflash_peer_benchmark():
 
 
 def test_compiled_end_to_end_benchmark():
-    """README, *Compiled drafters* (end to end): benchmarks/results/compiled_end_to_end_cpu.json,
+    """docs/decoder-overhead.md, *Compiled drafters* (end to end): benchmarks/results/compiled_end_to_end_cpu.json,
     written by ``benchmarks/compiled_end_to_end.py --per-slice 12`` from the code as it is (code
     key checked), with the trained DEdit drafters (drafter key checked).  Measured (on the machine
     2.4x slower than before): 180/180 responses identical to eager AR; target and drafter compiled

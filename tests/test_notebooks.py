@@ -81,7 +81,7 @@ def test_nbstripout_filter_strips_what_lab_and_papermill_add(tmp_path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_says_how_to_run_it_and_what_it_shows(path):
     """A "How to run" cell right under the parameters cell whose commands name this notebook
-    and existing params files, and a closing "What this shows" cell."""
+    and existing params files, and a closing "Findings" section (tests/test_findings.py checks its cell)."""
     nb = nbformat.read(path, as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
     how = nb.cells[at + 1]
@@ -91,8 +91,8 @@ def test_notebook_says_how_to_run_it_and_what_it_shows(path):
     for named in re.findall(r"params/(\w+)/([\w.]+\.yaml)", how.source):
         assert named == ("cpu", f"{path.stem}.yaml") and (params.PARAMS_DIR / named[0] / named[1]).is_file()
     assert "**First use.**" in how.source
-    end = nb.cells[-1]
-    assert end.cell_type == "markdown" and end.source.startswith("### What this shows")
+    end = nb.cells[-2]
+    assert end.cell_type == "markdown" and end.source.startswith("## Findings")
     assert f"results/<profile>/{path.stem}.json" in end.source
 
 

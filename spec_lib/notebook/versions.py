@@ -6,7 +6,8 @@ A result records the version of the code that produced it (:func:`version_parts`
   module its cells import (transitively) that the fingerprint does not cover (the studies and
   figure modules, the loaders, the training pipelines), each compared as its syntax tree without
   docstrings (:func:`spec_lib.provenance.normalized_source`); the runner's bookkeeping modules
-  (:data:`BOOKKEEPING`: where files go, how versions are hashed) are left out; one hash per part (cells,
+  (:data:`BOOKKEEPING`: where files go, how versions are hashed) and the findings that format a run's
+  numbers (:data:`PRESENTATION`) are left out; one hash per part (cells,
   parameters, each module), so :func:`stale_reasons` names the part that changed;
 * ``models``: the checkpoint keys of the trained models the notebook can load (those whose
   training pipeline it imports; :mod:`spec_lib.notebook.store`), source-based: a changed trainer
@@ -48,6 +49,12 @@ BOOKKEEPING = ("spec_lib.io", "spec_lib.provenance", "spec_lib.notebook", "spec_
                "spec_lib.notebook.versions", "spec_lib.notebook.fingerprint", "spec_lib.notebook.params",
                "spec_lib.notebook.run", "spec_lib.notebook.live", "spec_lib.notebook.cluster",
                "spec_lib.training.cache", "spec_lib.notebook.store", "spec_lib.cluster", "spec_lib.run")
+
+#: Modules that format the numbers a run computed and decide none (each notebook's closing findings,
+#: :mod:`spec_lib.notebook.findings`): rewording a finding leaves every result current.
+PRESENTATION = ("spec_lib.notebook.findings", "spec_lib.notebook.findings_proofs", "spec_lib.notebook.findings_packed",
+                "spec_lib.notebook.findings_variants", "spec_lib.notebook.findings_deer",
+                "spec_lib.notebook.findings_dedit", "spec_lib.notebook.readme")
 
 #: Checkpoint kind -> the training pipeline module whose import makes a notebook depend on it.
 PIPELINES = {"models": "spec_lib.training.self_speculative", "dedit": "spec_lib.training.dedit",
@@ -130,7 +137,7 @@ def loaded_kinds(sources: Iterable[str]) -> set[str]:
 def code_closure(notebook) -> list[str]:
     """The library modules ``notebook``'s result depends on: its imports' closure, and where it
     reaches the one loader, the modules of the kinds its cells and those modules name."""
-    modules = closure(notebook_imports(notebook), exclude=BOOKKEEPING)
+    modules = closure(notebook_imports(notebook), exclude=BOOKKEEPING + PRESENTATION)
     if REGISTRY not in modules:
         return modules
     from ..provenance import module_path
@@ -139,7 +146,7 @@ def code_closure(notebook) -> list[str]:
     sources = _cells(notebook) + [module_path(m).read_text() for m in modules if m != REGISTRY]
     kinds = sorted(loaded_kinds(sources))
     roots = [m for kind in kinds for m in MODULES[kind]]
-    return sorted(set(modules) | set(closure(roots, exclude=BOOKKEEPING)))
+    return sorted(set(modules) | set(closure(roots, exclude=BOOKKEEPING + PRESENTATION)))
 
 
 def _digest(text: str) -> str:
@@ -280,5 +287,5 @@ def list_stale(profile: str, found: dict[str, list[str]]) -> dict[str, dict]:
     return entries
 
 
-__all__ = ["BOOKKEEPING", "LEDGER", "code_version", "list_stale", "read_ledger", "stale", "stale_reasons",
+__all__ = ["BOOKKEEPING", "LEDGER", "PRESENTATION", "code_version", "list_stale", "read_ledger", "stale", "stale_reasons",
            "version_of", "version_parts", "write_ledger"]

@@ -1,0 +1,180 @@
+"""Each notebook's findings: the paper's claims beside what the run measured, and a verdict.
+
+A notebook ends with a *Findings* section whose one code cell is ``findings.show(NOTEBOOK,
+profile)``: it reads the result the notebook has just published (``results/<profile>/<notebook>.json``)
+and prints, from those numbers only, one headline sentence and a table of findings, each with
+
+* ``claim``: what the paper states, with where (``"seed 000, Sec. 4.1"``), or what the project
+  asks where the paper is silent;
+* ``measured``: what this run measured, formatted from its metrics (point estimate and CI);
+* ``verdict``: one of :data:`VERDICTS`.
+
+The README's notebook table takes every notebook's headline from the committed cpu results
+through the same functions (``python -m spec_lib.notebook.readme``), so the sentences a reader
+sees in the executed notebook, in ``make report`` and in the README cannot drift from the
+numbers.  The per-notebook functions live in one module per group of notebooks
+(:mod:`~spec_lib.notebook.findings_proofs` 00-04, :mod:`~spec_lib.notebook.findings_packed` 10-14,
+:mod:`~spec_lib.notebook.findings_variants` 15-17, :mod:`~spec_lib.notebook.findings_deer` 20-22,
+:mod:`~spec_lib.notebook.findings_dedit` 30-35); each maps a notebook's result to a :class:`Report`.
+
+These modules format numbers a run computed and decide none, so they are not part of a
+result's code version (:data:`spec_lib.notebook.versions.PRESENTATION`): rewording a finding does
+not make a result stale.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .params import check_profile, results_dir
+
+#: The verdicts a finding can carry.  ``agrees`` / ``disagrees``: the measured interval lies on the
+#: paper's side / the other side; ``not resolved``: the interval contains the boundary; ``mixed``:
+#: it agrees on some slices and not on others; ``measured``: no paper number to compare (a
+#: project question, or a quantity the paper does not report).
+VERDICTS = ("agrees", "disagrees", "not resolved", "mixed", "measured")
+
+
+@dataclass(frozen=True)
+class Finding:
+    claim: str
+    measured: str
+    verdict: str
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class Report:
+    """A notebook's findings: ``headline`` is one sentence (the README's table row), ``findings``
+    the table that closes the notebook."""
+
+    headline: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+# ----- formatting --------------------------------------------------------------------------------
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals and thousands separators (``nan`` as "n/a")."""
+    if _missing(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def ci(low: float, high: float, digits: int = 2) -> str:
+    """``[low, high]``."""
+    return f"[{num(low, digits)}, {num(high, digits)}]"
+
+
+def times(value: float, low: float | None = None, high: float | None = None, digits: int = 2) -> str:
+    """A ratio as ``1.33×``, with its interval when given: ``1.33× [1.29, 1.39]``."""
+    text = f"{num(value, digits)}×"
+    return text if low is None else f"{text} {ci(low, high, digits)}"
+
+
+def pct(value: float, digits: int = 0) -> str:
+    """A share in [0, 1] as a percentage."""
+    return f"{num(100 * value, digits)}%"
+
+
+def number(value) -> float:
+    """A number of a result as a float: ``nan`` where the run wrote none (a NaN is saved as JSON null)."""
+    return math.nan if value is None else float(value)
+
+
+def span(values, digits: int = 2) -> str:
+    """``low-high`` of the finite ``values`` (one number when both ends round alike; n/a when none is finite)."""
+    finite = [v for v in map(number, values) if math.isfinite(v)]
+    if not finite:
+        return "n/a"
+    low, high = num(min(finite), digits), num(max(finite), digits)
+    return low if low == high else f"{low}-{high}"
+
+
+def signed(value, digits: int = 2) -> str:
+    """``+0.12`` / ``-0.12`` (n/a when missing)."""
+    value = number(value)
+    return "n/a" if math.isnan(value) else f"{value:+,.{digits}f}"
+
+
+def interval(row: dict, key: str, digits: int = 2) -> str:
+    """``row[key]`` as a ratio with its interval ``row[key + "_low"]``, ``row[key + "_high"]``."""
+    return times(number(row[key]), number(row[f"{key}_low"]), number(row[f"{key}_high"]), digits)
+
+
+def exactness(ex: dict, claim: str) -> Finding:
+    """The finding that greedy speculative outputs equal AR's, from a notebook's ``metrics["exactness"]``
+    (:func:`spec_lib.studies.bench.identity_check`)."""
+    return Finding(claim, f"{ex['identical']} of {ex['responses']} responses identical, {ex['divergences']} divergences "
+                          f"({ex['explained_by_ties']} explained by ties of gap ≤ {ex['tie_gap']})",
+                   "agrees" if ex["ok"] else "disagrees")
+
+
+def above(low: float | None, high: float | None, bound: float) -> str:
+    """The verdict on "the quantity exceeds ``bound``" from its interval (a missing end, e.g. a NaN
+    that the result file holds as null, leaves it unresolved)."""
+    if _missing(low) or _missing(high):
+        return "not resolved"
+    if low > bound:
+        return "agrees"
+    if high < bound:
+        return "disagrees"
+    return "not resolved"
+
+
+def above_one(low: float | None, high: float | None) -> str:
+    """The verdict on "the ratio exceeds 1" from its interval."""
+    return above(low, high, 1.0)
+
+
+def combine(verdicts: Sequence[str]) -> str:
+    """One verdict for several slices: the common one, else ``mixed``."""
+    unique = set(verdicts)
+    if not unique:
+        raise ValueError("combine needs at least one verdict")
+    return unique.pop() if len(unique) == 1 else "mixed"
+
+
+# ----- reading and showing -----------------------------------------------------------------------
+
+def read_result(notebook: str, profile: str) -> dict:
+    """The published ``results/<profile>/<notebook>.json``."""
+    path = results_dir(check_profile(profile)) / f"{notebook}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no published result for {notebook} at profile {profile!r} ({path.name}); "
+                                f"run the notebook first: python -m spec_lib.run --profile {profile} {notebook}")
+    return json.loads(path.read_text())
+
+
+def report(registry: dict[str, Callable[[dict], Report]], notebook: str, result: dict) -> Report:
+    """``registry[notebook](result)``, checked."""
+    if notebook not in registry:
+        raise KeyError(f"no findings for {notebook!r}; known: {sorted(registry)}")
+    made = registry[notebook](result)
+    if not isinstance(made, Report) or not made.headline:
+        raise TypeError(f"the findings of {notebook} must be a Report with a headline, got {made!r}")
+    return made
+
+
+def markdown(made: Report, profile: str) -> str:
+    """The findings section's text: the headline, then a table claim / measured / verdict."""
+    rows = "\n".join(f"| {f.claim} | {f.measured} | **{f.verdict}** |" for f in made.findings)
+    table = f"\n\n| the paper (or the question) | measured in this run | verdict |\n|---|---|---|\n{rows}" if rows else ""
+    return f"**{made.headline}**{table}\n\n(profile `{profile}`; every number above is read from this run's result file.)"
+
+
+def show(registry: dict[str, Callable[[dict], Report]], notebook: str, profile: str) -> None:
+    """Display the findings of ``notebook``'s published result at ``profile`` as Markdown."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(markdown(report(registry, notebook, read_result(notebook, profile)), profile)))
