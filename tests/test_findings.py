@@ -56,6 +56,8 @@ def test_formatting_and_verdict_helpers():
     assert [findings.above_one(1.01, 1.2), findings.above_one(0.8, 0.99), findings.above_one(0.9, 1.1)] == [
         "agrees", "disagrees", "not resolved"]
     assert findings.combine(["agrees", "agrees"]) == "agrees" and findings.combine(["agrees", "not resolved"]) == "mixed"
+    assert findings.combine(["disagrees", "not resolved"]) == "disagrees"
+    assert findings.combine(["not resolved", "measured"]) == "not resolved"
 
 
 def test_the_readme_generated_part_is_current():

@@ -99,7 +99,7 @@ def test_dedit_decoding():
     code = next(r for r in main if r["method"] == "dedit W=32 P3" and r["slice"] == "code" and r["temperature"] == 0)
     speed = _finding(made, "faster than AR")
     assert f"code {code['speedup']:.2f}× [{code['speedup_low']:.2f}, {code['speedup_high']:.2f}]" in speed.measured
-    assert speed.verdict == "mixed"                                   # below AR on code and math, unresolved on stdlib
+    assert speed.verdict == "disagrees"                               # below AR on code and math, unresolved on stdlib
     assert _finding(made, "higher greedy tau").verdict == "agrees"
     assert _finding(made, "Removing ProposalMix").verdict == "agrees"
     assert _finding(made, "Future Work").verdict == "agrees"

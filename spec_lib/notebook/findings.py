@@ -138,11 +138,16 @@ def above_one(low: float | None, high: float | None) -> str:
 
 
 def combine(verdicts: Sequence[str]) -> str:
-    """One verdict for several slices: the common one, else ``mixed``."""
+    """One verdict for several slices: the common one; ``mixed`` where some agree and others do not;
+    ``disagrees`` where none agrees and some disagree; else ``not resolved``."""
     unique = set(verdicts)
     if not unique:
         raise ValueError("combine needs at least one verdict")
-    return unique.pop() if len(unique) == 1 else "mixed"
+    if len(unique) == 1:
+        return unique.pop()
+    if "agrees" in unique:
+        return "mixed"
+    return "disagrees" if "disagrees" in unique else "not resolved"
 
 
 # ----- reading and showing -----------------------------------------------------------------------
