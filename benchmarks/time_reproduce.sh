@@ -8,7 +8,7 @@
 # seconds of the whole command, the sum of the notebooks' own run times of that run
 # (results/PROFILE/run_times.json), when it ran and on how many cores.  The clone's results/ and
 # figures/ are then the regenerated results: copy them back to commit them
-# (rsync -a CLONE_DIR/results/ results/ && rsync -a CLONE_DIR/figures/ figures/), then
+# (cp -a CLONE_DIR/results/. results/ && cp -a CLONE_DIR/figures/. figures/), then
 # `python -m spec_lib.notebook.readme` restates the README, which shows the measured time.
 # Keep the machine otherwise idle while it runs: the notebooks time decoding.
 set -euo pipefail
@@ -20,8 +20,7 @@ if [ -e "$CLONE" ] && [ -n "$(ls -A "$CLONE" 2>/dev/null)" ]; then
   exit 2
 fi
 COMMIT="$(git rev-parse HEAD)"
-git clone --quiet "$(pwd)" "$CLONE"
-git -C "$CLONE" checkout --quiet "$COMMIT"
+git clone --quiet "$(pwd)" "$CLONE" && git -C "$CLONE" checkout --quiet "$COMMIT"   # HEAD even when detached
 STARTED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 START=$(date +%s)
 set +e
