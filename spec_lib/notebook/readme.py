@@ -63,7 +63,24 @@ def notebook_table(profile: str = "cpu") -> str:
     total = sum(times[n] for n in notebooks if n in times) / 60
     return ("| notebook | reproduces | headline of the committed run | last run |\n|---|---|---|---|\n" + "\n".join(rows)
             + f"\n\nThe last {profile} runs sum to **{total:.1f} min** on 2 CPU cores (`results/{profile}/run_times.json`). "
-            f"Stale results listed in `results/{profile}/STALE.md`: **{len(stale)}**.")
+            f"Stale results listed in `results/{profile}/STALE.md`: **{len(stale)}**." + reproduce_line(profile))
+
+
+def reproduce_line(profile: str = "cpu") -> str:
+    """The sentence on the measured ``make reproduce`` of a fresh clone
+    (``results/<profile>/reproduce_time.json``, written by ``benchmarks/time_reproduce.sh``), or
+    nothing when none was measured."""
+    import json
+
+    from .params import results_dir
+
+    path = results_dir(profile) / "reproduce_time.json"
+    if not path.is_file():
+        return ""
+    record = json.loads(path.read_text())
+    return (f"\nA fresh clone's `make reproduce` (environment set-up included) took **{record['seconds'] / 60:.1f} min** "
+            f"on {record['cpu_count']} cores at commit `{record['commit'][:7]}` "
+            f"(`results/{profile}/reproduce_time.json`, `benchmarks/time_reproduce.sh`).")
 
 
 def render(text: str, profile: str = "cpu") -> str:
