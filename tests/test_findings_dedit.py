@@ -132,21 +132,21 @@ def test_dedit_analysis():
     math_p2 = next(r for r in m["visibility"] if r["slice"] == "math" and r["pass"] == "P2")
     visibility = _finding(made, "Hiding future")
     assert f"math +{math_p2['delta']:.2f}" in visibility.measured
-    assert visibility.verdict == "mixed"                              # the copy slice loses
+    assert visibility.verdict == "agrees"                             # the copy slice: +0.00 at P2
     p3_gain = tau["dedit_w32", 3]["tau"] / tau["dedit", 3]["tau"] - 1
     assert f"DEdit P3 +{100 * p3_gain:.1f}%" in _finding(made, "Wider windows").measured
     assert _finding(made, "Editing raises").verdict == "agrees"
-    assert _finding(made, "beyond the one supervised").verdict == "mixed"   # W = 24 loses 0.011 at P3
+    assert _finding(made, "beyond the one supervised").verdict == "mixed"   # W = 24 loses 0.007 at P3
     assert _finding(made, "harmful edits").verdict == "agrees"
 
     # negative controls
     for r in m["visibility"]:
-        r["delta"] = abs(r["delta"]) + 0.01
+        r["delta"] = -abs(r["delta"]) - 0.01
     tau["dedit_w24", 3]["tau"] = tau["dedit_w24", 2]["tau"] + 0.05
     effects = {r["drafter"]: r for r in m["edit_effects"]}
     effects["dedit"]["shortens"], effects["dedit"]["mean_gain"] = 0.5, -1.0
     edited = _report("32_dedit_analysis", result)
-    assert _finding(edited, "Hiding future").verdict == "agrees"
+    assert _finding(edited, "Hiding future").verdict == "disagrees"
     assert _finding(edited, "beyond the one supervised").verdict == "agrees"
     assert _finding(edited, "harmful edits").verdict == "disagrees"
     tau["dedit_w32", 3]["tau"] = tau["dedit", 3]["tau"]              # no gain from the wider window at P3

@@ -46,11 +46,24 @@ def test_the_registry_names_notebooks_00_to_04():
     assert tuple(fp.FINDINGS) == NOTEBOOKS
 
 
+# Verdicts of the committed cpu results that are not "agrees", each with what the result shows.
+NOT_AGREEING = {
+    # 12 of 14 (schedule, W) iterations cost within 30% of their layout's prediction; the other two
+    # 1.35x and 1.38x (tests/test_claims.py::test_01_cost_model_describes_calls_and_iterations).
+    ("01_cost_model_and_layouts", "An iteration then costs about"): "mixed",
+}
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_every_paper_claim_of_the_committed_result_agrees(notebook):
-    """On the committed cpu results every verdict is computed as agreeing (project questions: measured)."""
+    """On the committed cpu results every verdict is computed as agreeing (project questions:
+    measured), but for the ones :data:`NOT_AGREEING` lists, whose verdicts are those listed."""
     made = build(notebook, result(notebook))
-    assert {x.verdict for x in made.findings} <= {"agrees", "measured"}, [(x.claim, x.verdict) for x in made.findings]
+    listed = {words: v for (stem, words), v in NOT_AGREEING.items() if stem == notebook}
+    for words, expected in listed.items():
+        assert verdict(made, words) == expected, words
+    rest = [x for x in made.findings if not any(words in x.claim for words in listed)]
+    assert {x.verdict for x in rest} <= {"agrees", "measured"}, [(x.claim, x.verdict) for x in rest]
     assert any(x.verdict == "agrees" for x in made.findings)
 
 
