@@ -294,7 +294,7 @@ def test_ledger_round_trip(tmp_path, monkeypatch):
     read = versions.read_ledger("smoke")
     assert set(read) == {"11_x", "02_y"} and read["11_x"] == entries["11_x"] and read["02_y"]["why"] == "a / b"
     versions.write_ledger("smoke", {})
-    assert not versions.ledger_path("smoke").exists()
+    assert versions.read_ledger("smoke") == {} and "None:" in versions.ledger_path("smoke").read_text()
 
 
 def test_the_one_loader_adds_only_the_kinds_a_notebook_names():

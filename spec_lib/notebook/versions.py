@@ -221,6 +221,8 @@ def ledger_path(profile: str) -> Path:
     return results_dir(profile) / LEDGER
 
 
+_NONE = ("# Stale results\n\nNone: every result in `results/{profile}/` was produced by the code of this commit "
+         "(the runner lists a notebook here when a change makes its result stale).\n")
 _HEADER = ("# Stale results\n\nResults of these notebooks were produced by other code than the code in this commit; "
            "a regeneration is under way\n(`python -m spec_lib.run --profile {profile} --stale` reruns them, longest "
            "first, and strikes each one off as it is published).\n\n"
@@ -241,10 +243,10 @@ def read_ledger(profile: str) -> dict[str, dict]:
 
 
 def write_ledger(profile: str, entries: dict[str, dict]) -> None:
-    """Write the ledger (atomically); with no entries the file is removed."""
+    """Write the ledger (atomically); with no entries it says that none is stale."""
     path = ledger_path(profile)
     if not entries:
-        path.unlink(missing_ok=True)
+        atomic_write_bytes(path, _NONE.format(profile=profile).encode())
         return
     rows = "".join(f"| `{stem}` | {e['why'].replace('|', '/')} | {e['results_commit']} | {e['found_at']} |\n"
                    for stem, e in sorted(entries.items()))
