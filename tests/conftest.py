@@ -255,7 +255,7 @@ def trained_heads(trained_hf_model):
                 return baselines.domino_loss(m, embed, head, b, weights)
         else:
             def loss(m, b):
-                return baselines.dspark_loss(m, embed, head, b, weights, ce_weight=0.1, tv_weight=0.9, conf_weight=1.0)
+                return baselines.dspark_loss(m, embed, head, b, weights, ce_weight=0.1, l1_weight=0.9, conf_weight=1.0)
 
         history = fit(network, make, loss, steps=150, lr=3e-3, warmup=10, progress=False)
         trained[kind] = (network.eval(), history)

@@ -211,8 +211,29 @@ def test_bad_arguments_are_named(trained_heads, random_hf_model):
                                         with_target=False)
         embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
         baselines.dspark_loss(dspark, embed, head, batch, baselines.shifted_weights(WIDTH, 2.0).double(),
-                              ce_weight=0.1, tv_weight=0.9, conf_weight=1.0)
+                              ce_weight=0.1, l1_weight=0.9, conf_weight=1.0)
     assert IGNORE not in batch.prev_tokens.tolist()
+
+
+def test_dspark_loss_weighs_l1_which_is_twice_tv(trained_heads):
+    """Seed 002, App. B.2: DSpark's loss is 0.1 CE + 0.9 L1; L1 = sum |p_draft - p_target| = 2 TV
+    (the project once weighed TV, half the L1, by 0.9: this test fails on that)."""
+    target_hf, trained, (prompts, answers, layer_ids) = trained_heads
+    dspark = trained["dspark"][0]
+    batch = baselines.shifted_batch(CONFIG, target_hf, layer_ids, prompts[:4], answers[:4], MASK_ID,
+                                    torch.Generator().manual_seed(0), with_target=True)
+    embed, head = target_hf.get_input_embeddings(), target_hf.get_output_embeddings()
+    weights = baselines.shifted_weights(WIDTH, 2.0).double()
+
+    def objective(ce, l1, conf):
+        loss, parts = baselines.dspark_loss(dspark, embed, head, batch, weights, ce_weight=ce, l1_weight=l1,
+                                            conf_weight=conf)
+        return float(loss), parts
+
+    l1_only, parts = objective(0.0, 1.0, 0.0)
+    assert 0 < parts["tv"] < 1 and l1_only == pytest.approx(2 * parts["tv"], rel=1e-6)
+    mixed, parts = objective(0.1, 0.9, 1.0)
+    assert mixed == pytest.approx(0.1 * parts["ce"] + 0.9 * 2 * parts["tv"] + parts["conf_bce"], rel=1e-6)
 
 
 def test_verified_lengths_table_counts_the_cut(trained_heads):

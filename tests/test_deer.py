@@ -218,3 +218,30 @@ def test_faithful_presets_are_the_objectives_as_written():
         assert all(getattr(scale, f) == getattr(faithful, f) for f in same)       # only the objectives differ
     assert deer.D2A_PRESETS["cpu-faithful"].r_max == 96
     assert deer.deer_cache_key(deer.D2A_PRESETS["cpu"]) != deer.deer_cache_key(deer.D2A_PRESETS["cpu-faithful"])
+
+
+def test_the_faithful_preset_reuses_the_pretrained_dllm_and_ar_drafter(tmp_path, monkeypatch):
+    """``<profile>-faithful`` takes the pre-trained dLLM and the AR drafter of ``<profile>`` (they do
+    not depend on the Stage I / II objectives) and trains its own Stage I / II from that dLLM;
+    a config whose shared settings differ is refused."""
+    import dataclasses
+
+    from spec_lib.training import deer
+
+    monkeypatch.setenv("SPEC_LIB_ARTIFACTS", str(tmp_path))
+    scale, _ = deer.load_or_train_deer(deer.D2A_PRESETS["smoke"], progress=False)
+    faithful, _ = deer.load_or_train_deer(deer.D2A_PRESETS["smoke-faithful"], progress=False)
+
+    def same(name):
+        a, b = scale.hf_models[name].state_dict(), faithful.hf_models[name].state_dict()
+        return all(torch.equal(a[k], b[k]) for k in a)
+
+    assert same("pretrained") and same("ar_distilled") and not same("stage1")
+    assert faithful.record["shared_from"] == {"preset": "smoke", "key": deer.deer_cache_key(deer.D2A_PRESETS["smoke"]),
+                                              "drafters": ["pretrained", "ar_distilled"]}
+    assert scale.record["shared_from"] is None
+    assert set(faithful.history["model"]) >= {"pretrained", "ar_distilled", "stage1"}
+    for bad, match in (({"shared_from": "nope"}, "shared_from must be one of"),
+                       ({"pretrain_steps": 7}, "other settings")):
+        with pytest.raises(ValueError, match=match):
+            deer.deer_cache_key(dataclasses.replace(deer.D2A_PRESETS["smoke-faithful"], **bad))

@@ -26,11 +26,12 @@ def committed_keys() -> set[str]:
 
 def test_committed_models_are_whole_current_and_within_budget():
     """Every committed folder matches its manifest (sha256 of each file) and its key is one the
-    current training code computes for the cpu profile; every cpu checkpoint is committed."""
+    current training code computes for the cpu profile; every cpu checkpoint is committed, or
+    pending while every result that used it is listed stale (a retraining spanning sessions)."""
     problems = {k: v for k, v in store.verify_all("cpu").items() if v}
     assert not problems, problems
-    wanted = {f"{c.kind}/{c.key}" for c in store.profile_checkpoints("cpu")}
-    assert wanted <= committed_keys(), f"not committed: {sorted(wanted - committed_keys())}"
+    unlisted = store.unlisted_users_of_pending("cpu", read_ledger("cpu"))
+    assert not unlisted, f"checkpoints not committed, used by results the stale ledger does not list: {unlisted}"
     assert store.size_bytes() <= BUDGET_BYTES, f"{store.size_bytes() / 1e6:.1f} MB of committed models"
     for folder in store.committed_folders():
         manifest = json.loads((folder / cache.MANIFEST).read_text())
@@ -51,6 +52,19 @@ def test_every_model_a_committed_result_used_is_committed(stem):
     assert names <= committed_keys(), f"{stem} used models that are not committed: {sorted(names - committed_keys())}"
     local = sorted(name for name, value in used.items() if not value.split()[-1].startswith("committed:"))
     assert not local, f"{stem} ran on locally trained weights, not the committed ones: {local}"
+
+
+def test_a_pending_checkpoint_needs_every_result_that_used_it_listed_stale(tmp_path, monkeypatch):
+    """Negative control of the rule above: with no committed model every checkpoint is pending,
+    and each result that used one is named until the ledger lists it."""
+    monkeypatch.setenv("SPEC_LIB_MODELS", str(tmp_path / "none"))
+    assert {f"{c.kind}/{c.key}" for c in store.pending("cpu")} == {
+        f"{c.kind}/{c.key}" for c in store.profile_checkpoints("cpu")}
+    unlisted = store.unlisted_users_of_pending("cpu", {})
+    assert "11_packed_ss_greedy" in unlisted["cpu (models)"]
+    assert "02_pathwise_dominance" not in sum(unlisted.values(), [])
+    every = {stem: {} for stem in sum(unlisted.values(), [])}
+    assert store.unlisted_users_of_pending("cpu", every) == {}
 
 
 @pytest.fixture

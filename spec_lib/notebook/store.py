@@ -10,13 +10,21 @@ them into the repository and checking them.
 * ``commit``: copies the trained checkpoints into ``models/<kind>/<key>/`` with a
   ``manifest.json`` (key, preset, parameters, training time, the CPU capability and torch it was
   trained with, the sha256 of every file), weights as float16 with ``--dtype float16``; removes
-  committed folders that the profile no longer uses;
+  committed folders that the profile no longer uses; with ``--partial``, commits what is trained
+  and leaves the rest *pending* (a retraining that spans sessions, below);
 * ``verify``: checks every committed folder against its manifest and its key against the code.
 
 Loading (:func:`spec_lib.training.cache.checkpoint_dir`) takes the committed folder whenever one
 exists for the key the current code computes, so a fresh clone trains nothing.  Weights stored as
 float16 are loaded into float32 models (``from_pretrained`` casts), so results computed from
 them come from the rounded weights, on every machine alike.
+
+**A retraining that spans sessions.**  When a trainer changes, its checkpoints (and those that
+start from them) get new keys, and training them all can take longer than one session.  Each
+finished checkpoint is committed as it comes (``commit --partial``); the others are *pending*.
+A pending checkpoint is allowed only while every committed result that used it is listed in the
+stale ledger (``results/<profile>/STALE.md``, a regeneration under way):
+:func:`unlisted_users_of_pending` names the ones that are not, and the tests fail on them.
 """
 
 from __future__ import annotations
@@ -181,10 +189,11 @@ def _numel(shape) -> int:
     return count
 
 
-def commit(profile: str, dtype: str = "float32", prune: bool = True) -> list[Path]:
+def commit(profile: str, dtype: str = "float32", prune: bool = True, partial: bool = False) -> list[Path]:
     """Copy every checkpoint of ``profile`` from ``artifacts/`` into the committed models (each
     folder written whole, its manifest last); already committed keys are kept as they are.
     With ``prune``, committed folders of this profile's kinds that it no longer uses are removed.
+    With ``partial``, checkpoints not trained yet are left pending instead of refused.
 
     Raises:
         ValueError: an unknown ``dtype``.
@@ -194,13 +203,13 @@ def commit(profile: str, dtype: str = "float32", prune: bool = True) -> list[Pat
         raise ValueError(f"dtype must be one of {list(DTYPES)}, got {dtype!r}")
     checkpoints = profile_checkpoints(profile)
     missing = [f"{c.kind}/{c.key}" for c in checkpoints if status(c) == "missing"]
-    if missing:
+    if missing and not partial:
         raise FileNotFoundError(f"not trained yet: {missing}; run python -m spec_lib.notebook.store train "
                                 f"--profile {profile} first")
     written = []
     for checkpoint in checkpoints:
         target = committed_dir() / checkpoint.kind / checkpoint.key
-        if (target / MANIFEST).is_file():
+        if (target / MANIFEST).is_file() or f"{checkpoint.kind}/{checkpoint.key}" in missing:
             continue
         source = artifacts_dir() / checkpoint.kind / checkpoint.key
         with atomic_directory(target) as tmp:
@@ -247,6 +256,27 @@ def verify_all(profile: str | None = None) -> dict[str, list[str]]:
     return problems
 
 
+def pending(profile: str) -> list[Checkpoint]:
+    """The checkpoints of ``profile`` that are not committed (trained in ``artifacts/`` or not)."""
+    return [c for c in profile_checkpoints(profile) if not (committed_dir() / c.kind / c.key / MANIFEST).is_file()]
+
+
+def unlisted_users_of_pending(profile: str, listed) -> dict[str, list[str]]:
+    """``{"<preset> (<kind>)": [result stems]}``: committed results that used a checkpoint which is
+    now pending and are not among ``listed``, the stems the stale ledger lists
+    (:func:`spec_lib.notebook.versions.read_ledger`); empty when all is well."""
+    from .results import results_dir
+
+    names = {f"{c.preset} ({c.kind})" for c in pending(profile)}
+    found: dict[str, list[str]] = {}
+    for path in sorted(results_dir(profile).glob("*.json")):
+        used = json.loads(path.read_text()).get("code_parts", {}).get("models", {})
+        for name in sorted(names & set(used)):
+            if path.stem not in listed:
+                found.setdefault(name, []).append(path.stem)
+    return found
+
+
 def size_bytes() -> int:
     """Bytes of every committed file."""
     return sum(p.stat().st_size for p in committed_dir().rglob("*") if p.is_file())
@@ -258,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="the profile whose checkpoints to handle (default: cpu)")
     parser.add_argument("--retrain", action="store_true", help="train: ignore the committed checkpoints")
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="commit: how weights are stored")
+    parser.add_argument("--partial", action="store_true",
+                        help="commit: commit what is trained and leave the rest pending (listed stale results only)")
     args = parser.parse_args(argv)
     import os
 
@@ -270,9 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.action == "train":
             train(args.profile)
         elif args.action == "commit":
-            for path in commit(args.profile, args.dtype):
+            for path in commit(args.profile, args.dtype, partial=args.partial):
                 print(f"committed {path.relative_to(committed_dir().parent)}")
             print(f"committed models: {size_bytes() / 1e6:.1f} MB")
+            for c in pending(args.profile):
+                print(f"pending   {c.kind}/{c.key}  {c.preset}: {c.description}")
         else:
             problems = {k: v for k, v in verify_all(args.profile).items() if v}
             for name, found in problems.items():

@@ -23,7 +23,8 @@ Loss: CE on both mask streams at response positions (MASK never a target; its lo
 excluded), equal weights.  Two presets stand for SetDLM's checkpoints: ``smax16`` (S = 8,
 evaluated at W = 8) and ``smax32`` (S = 16, W = 16), the latter continued from the former
 (SetDLM's checkpoints are separately adapted ones too, App. E.1).  Checkpoints are cached
-under ``artifacts/anyorder/<key>/`` with their tokenizer and a record.
+under ``artifacts/anyorder/<key>/`` with their tokenizer and a record.  Training resumes from the
+last save: the loop saves its state under ``artifacts/anyorder/<key>.partial/``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import torch
 from ..architectures import build_qwen3
 from ..masks.predicates import to_additive
 from . import data
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .loop import fit
 
 PIPELINE = "spec_lib.training.any_order"
@@ -250,8 +251,9 @@ class TrainedAnyOrder:
     path: Path
 
 
-def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
-    """Train (or continue from ``init_from``) one preset and cache it."""
+def train(profile: str, name: str, progress: bool = True, key: str = "") -> TrainedAnyOrder:
+    """Train (or continue from ``init_from``) one preset and cache it; with the checkpoint ``key``,
+    the training resumes from its last save."""
     config = preset(profile, name)
     wall_started = time.perf_counter()
     tokenizer, train_examples, heldout_examples = corpus(config)
@@ -270,13 +272,16 @@ def train(profile: str, name: str, progress: bool = True) -> TrainedAnyOrder:
     eval_gen = torch.Generator().manual_seed(config.seed + 2)
     eval_batches = [batch(heldout_examples, eval_gen) for _ in range(4)]
     started = time.perf_counter()
+    resume = stage_resume("anyorder", key, f"any-order {name}", [generator]) if key else None
     history = fit(model, lambda step: batch(train_examples, generator),
                   lambda m, batch: any_order_loss(m, batch, mask_id), steps=config.steps, lr=config.lr,
                   warmup=config.warmup, eval_batches=eval_batches, eval_every=config.eval_every,
-                  label=f"any-order {name}", progress=progress)
+                  label=f"any-order {name}", progress=progress, resume=resume)
     model.eval()
-    record = {"preset": name, "profile": profile, "config": asdict(config), "seconds": time.perf_counter() - started,
-              "wall_seconds": time.perf_counter() - wall_started,
+    before = resume.restored_seconds if resume else 0.0      # trained before this process
+    record = {"preset": name, "profile": profile, "config": asdict(config),
+              "seconds": time.perf_counter() - started + before,
+              "wall_seconds": time.perf_counter() - wall_started + before,
               "parameters": int(sum(p.numel() for p in model.parameters())), "mask_token_id": int(mask_id),
               "history": history}
     path = checkpoint_dir("anyorder", checkpoint_key(profile, name))
@@ -291,7 +296,9 @@ def load_or_train(profile: str, name: str, progress: bool = True) -> TrainedAnyO
     """The cached checkpoint of a preset, trained first if missing."""
     path = checkpoint_dir("anyorder", checkpoint_key(profile, name))
     if not (path / "record.json").is_file():
-        return train(profile, name, progress)
+        trained = train(profile, name, progress, key=path.name)
+        finish_partial("anyorder", path.name)
+        return trained
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     model = AutoModelForCausalLM.from_pretrained(path).eval()

@@ -10,8 +10,9 @@ objectives are the public implementations' (the project's research notes, Sec. 3
 * **Domino**: ``(1 - lambda) CE_w(final) + lambda CE_w(base)``, lambda decaying linearly from 1
   to 0 over the first ``lambda_decay`` share of the steps, the GRU teacher-forced on the
   true block tokens;
-* **DSpark**: ``ce_weight CE_w + tv_weight TV_w(p_draft, p_target) + conf_weight
-  BCE_w(c, 1 - TV)`` (DeepSpec: 0.1 / 0.9 / 1.0), the Markov head teacher-forced, the target
+* **DSpark**: ``ce_weight CE_w + l1_weight L1_w(p_draft, p_target) + conf_weight
+  BCE_w(c, 1 - TV)`` with L1 = sum_v |p_draft - p_target| = 2 TV (seed 002, App. B.2: "CE and
+  L1 losses with weights 0.1 and 0.9"; confidence weight 1.0), the Markov head teacher-forced, the target
   distribution p_target being the frozen target's softmax at the slot's position, and the
   confidence target detached.
 
@@ -24,7 +25,8 @@ well): each ``config.expansions`` entry ``(kind, W')`` continues the trained W h
 size W' with gamma = W'/2 - 1 for the DEdit preset's ``expansion_steps``, exactly as DEdit's
 and DFlash's expansions do (:mod:`spec_lib.training.dedit`), saved as ``<kind>_w<W'>``.
 Checkpoints are cached under ``artifacts/baselines/<key>/<name>/``; the key hashes the
-config, the target's checkpoint key and this pipeline's import closure.
+config, the target's checkpoint key and this pipeline's import closure.  Training resumes from
+the last save: each head's stage saves its state under ``artifacts/baselines/<key>.partial/``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from ..drafters.dspark import DSparkConfig, DSparkNetwork
 from ..drafters.feature_block import build_feature_block_drafter
 from . import block_edit
 from .block_edit import IGNORE, AnchorBatch, gamma_for, weighted_ce
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .dedit import DEditConfig, load_target, replace_block_size, teacher_set
 from .loop import fit
 from .presets import PRESETS
@@ -64,7 +66,7 @@ class BaselineConfig:
     lambda_decay: float = 0.5           # Domino's lambda reaches 0 after this share of the steps
     markov_rank: int = 64               # DSpark's Markov head rank (DeepSpec: 256 at V = 151k)
     ce_weight: float = 0.1              # DSpark's loss mix (DeepSpec's defaults)
-    tv_weight: float = 0.9
+    l1_weight: float = 0.9              # on L1 = 2 TV (seed 002, App. B.2)
     conf_weight: float = 1.0
     head_seed: int = 1
     #: window expansion: (kind, W') continues the W-trained head at block size W' (gamma = W'/2 - 1)
@@ -187,21 +189,23 @@ def domino_loss(network: DominoNetwork, embed, head, batch: ShiftedBatch, weight
 
 
 def dspark_loss(network: DSparkNetwork, embed, head, batch: ShiftedBatch, weights: torch.Tensor, *,
-                ce_weight: float, tv_weight: float, conf_weight: float) -> tuple[torch.Tensor, dict]:
-    """``ce_weight CE_w + tv_weight TV_w + conf_weight BCE_w(c, 1 - TV)`` (TV detached in the target)."""
+                ce_weight: float, l1_weight: float, conf_weight: float) -> tuple[torch.Tensor, dict]:
+    """``ce_weight CE_w + l1_weight L1_w + conf_weight BCE_w(c, 1 - TV)``, L1 = 2 TV the distance of
+    the draft's distribution to the target's, the confidence goal 1 - TV (the probability that
+    rejection sampling accepts the slot's draft) detached."""
     if batch.target_probs is None:
         raise ValueError("dspark_loss needs batch.target_probs (build the batch with with_target=True)")
     base, hidden = backbone(network, embed, head, batch)
     logits, confidence = network.teacher_forced(base, hidden, batch.prev_tokens)
     tv = 0.5 * (logits.float().softmax(-1) - batch.target_probs).abs().sum(-1)
     ce = weighted_ce(logits, batch.labels, weights)
-    tv_loss = _weighted_mean(tv, batch.labels, weights)
+    l1_loss = _weighted_mean(2 * tv, batch.labels, weights)
     goal = (1 - tv).detach()
     bce = F.binary_cross_entropy_with_logits(confidence.float(), goal, reduction="none")
     conf_loss = _weighted_mean(bce, batch.labels, weights)
-    loss = ce_weight * ce + tv_weight * tv_loss + conf_weight * conf_loss
+    loss = ce_weight * ce + l1_weight * l1_loss + conf_weight * conf_loss
     error = _weighted_mean((confidence.detach().float().sigmoid() - goal).abs(), batch.labels, weights)
-    return loss, {"objective": float(loss.detach()), "ce": float(ce.detach()), "tv": float(tv_loss.detach()), "conf_bce": float(conf_loss.detach()),
+    return loss, {"objective": float(loss.detach()), "ce": float(ce.detach()), "tv": float(l1_loss.detach()) / 2, "conf_bce": float(conf_loss.detach()),
                   "confidence_error": float(error), "accuracy": _accuracy(logits, batch.labels)}
 
 
@@ -228,9 +232,10 @@ def _network(kind: str, config: BaselineConfig, initial):
     return network
 
 
-def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict, pd.DataFrame, dict]:
+def train_baselines(config: BaselineConfig, progress: bool = True, key: str = "") -> tuple[dict, pd.DataFrame, dict]:
     """Every head of ``config.kinds`` from DFlash's initial backbone, batches and steps; then
-    every ``config.expansions`` entry from its trained head."""
+    every ``config.expansions`` entry from its trained head.  With the checkpoint ``key``, each
+    head resumes from its last save."""
     _check(config)
     d = config.dedit
     started = time.perf_counter()
@@ -241,7 +246,7 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
     initial = build_feature_block_drafter(hf_model.config, num_layers=d.num_layers, n_features=d.n_features,
                                           block_size=d.width, mask_token_id=mask_id, seed=d.seed)
     layer_ids = list(initial.config.target_layer_ids)
-    networks, history = {}, []
+    networks, history, restored = {}, [], []
 
     def train(kind: str, network, width: int, steps: int, label: str) -> None:
         """``steps`` of ``kind``'s loss at block size ``width``: DFlash's batches (same seeds)."""
@@ -269,11 +274,14 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
         else:
             def loss_fn(model, batch):
                 return dspark_loss(model, embed, head, batch, weights, ce_weight=config.ce_weight,
-                                   tv_weight=config.tv_weight, conf_weight=config.conf_weight)
+                                   l1_weight=config.l1_weight, conf_weight=config.conf_weight)
 
         torch.manual_seed(d.seed)
+        resume = stage_resume("baselines", key, label, [gen]) if key else None
         history.extend(fit(network, make_batch, loss_fn, steps=steps, lr=d.lr, warmup=d.warmup,
-                           eval_batches=eval_batches, eval_every=d.eval_every, label=label, progress=progress))
+                           eval_batches=eval_batches, eval_every=d.eval_every, label=label, progress=progress,
+                           resume=resume))
+        restored.append(resume.restored_seconds if resume else 0.0)     # trained before this process
         networks[label] = network.eval()
 
     for kind in config.kinds:
@@ -283,7 +291,7 @@ def train_baselines(config: BaselineConfig, progress: bool = True) -> tuple[dict
         network = type(trained)(replace_block_size(trained.config, width))
         network.load_state_dict(trained.state_dict())
         train(kind, network, width, d.expansion_steps, f"{kind}_w{width}")
-    record = {"train_seconds": time.perf_counter() - started, "layer_ids": layer_ids,
+    record = {"train_seconds": time.perf_counter() - started + sum(restored), "layer_ids": layer_ids,
               "parameters": {k: int(sum(p.numel() for p in n.parameters())) for k, n in networks.items()},
               "config": asdict(config), "networks": network_names(config),
               "target_checkpoint_key": checkpoint_key(*PRESETS[d.target_preset]),
@@ -295,10 +303,11 @@ def save_baselines(config: BaselineConfig, progress: bool = True):
     """Train ``config``'s heads unless cached; the checkpoint directory (written atomically)."""
     path = checkpoint_dir("baselines", baseline_cache_key(config))
     if not (path / "record.json").exists():
-        networks, history, record = train_baselines(config, progress)
+        networks, history, record = train_baselines(config, progress, key=path.name)
         with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)
             (tmp / "record.json").write_text(json.dumps(record, indent=2))
+        finish_partial("baselines", path.name)
     return path

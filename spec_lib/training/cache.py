@@ -12,6 +12,11 @@ under ``models/<kind>/<key>/`` with a ``manifest.json`` (:mod:`spec_lib.notebook
 :func:`checkpoint_dir` returns that folder when it exists, so a fresh clone loads the committed
 weights instead of training; with ``SPEC_LIB_RETRAIN=1`` (``python -m spec_lib.run --retrain``)
 it returns the artifacts folder instead, where the model is trained anew.
+
+**Resuming.**  While a checkpoint trains, each stage of its loop saves its state every
+few minutes under ``artifacts/<kind>/<key>.partial/`` (:func:`stage_resume`); a run killed
+and started again, in this session or a later one, continues from there, and the folder is
+removed once the checkpoint is saved (:func:`finish_partial`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 from pathlib import Path
 
 from ..io import REPO_ROOT, atomic_directory, output_root
@@ -31,6 +37,7 @@ BOOKKEEPING = ("spec_lib.io", "spec_lib.provenance", "spec_lib.training.cache")
 MANIFEST = "manifest.json"
 TRAINED_ON = "trained_on.json"
 RETRAIN_ENV = "SPEC_LIB_RETRAIN"
+RESUME_EVERY_ENV = "SPEC_LIB_RESUME_EVERY"
 
 
 def artifacts_dir() -> Path:
@@ -49,6 +56,31 @@ def retrain_requested() -> bool:
     if value not in ("", "0", "1"):
         raise ValueError(f"{RETRAIN_ENV} must be '0' or '1' (or unset), got {value!r}")
     return value == "1"
+
+
+def partial_dir(kind: str, key: str) -> Path:
+    """Where checkpoint ``kind/key`` keeps its resumable training state while it trains."""
+    return artifacts_dir() / kind / f"{key}.partial"
+
+
+def stage_resume(kind: str, key: str, stage: str, generators=(), state: dict | None = None):
+    """A :class:`spec_lib.training.loop.Resume` for one stage (one :func:`~spec_lib.training.loop.fit`
+    call) of checkpoint ``kind/key``, saved every ``SPEC_LIB_RESUME_EVERY`` seconds (default 300)."""
+    from .loop import Resume
+
+    every = os.environ.get(RESUME_EVERY_ENV, "300")
+    try:
+        seconds = float(every)
+    except ValueError:
+        raise ValueError(f"{RESUME_EVERY_ENV} must be a number of seconds > 0, got {every!r}") from None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stage)
+    return Resume(partial_dir(kind, key) / f"{safe}.pt", generators=tuple(generators),
+                  state={} if state is None else state, every=seconds)
+
+
+def finish_partial(kind: str, key: str) -> None:
+    """Remove the resumable state of ``kind/key`` once its checkpoint is saved."""
+    shutil.rmtree(partial_dir(kind, key), ignore_errors=True)
 
 
 def checkpoint_dir(kind: str, key: str) -> Path:

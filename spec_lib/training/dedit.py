@@ -19,7 +19,8 @@ same backbone, data and steps; the objectives are in :mod:`spec_lib.training.blo
 :func:`save_block_drafters` writes ``artifacts/dedit/<key>/<variant>/`` (``save_pretrained``)
 with ``history.csv`` and ``record.json``; the key hashes the config, the target's checkpoint
 key and the source of every module this pipeline imports (decoding code is not among them:
-:mod:`spec_lib.training.block_drafters` loads the checkpoints for decoding).
+:mod:`spec_lib.training.block_drafters` loads the checkpoints for decoding).  Training resumes
+from the last save: each network's stage saves its state under ``artifacts/dedit/<key>.partial/``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter
 from . import block_edit, teacher_sets
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .loop import fit
 from .presets import PRESETS
 from .self_speculative import checkpoint_key, load_or_train
@@ -150,8 +151,9 @@ def anchor_batch(config: DEditConfig, hf_model, layer_ids, prompts, answers, mas
     return block_edit.AnchorBatch(target_features(hf_model, sequences, layer_ids), *parts)
 
 
-def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[dict, pd.DataFrame, dict]:
-    """Every variant of ``config.variants``, from the same initial weights, batches and steps."""
+def train_block_drafters(config: DEditConfig, progress: bool = True, key: str = "") -> tuple[dict, pd.DataFrame, dict]:
+    """Every variant of ``config.variants``, from the same initial weights, batches and steps; with
+    the checkpoint ``key``, each network resumes from its last save."""
     _check(config)
     started = time.perf_counter()
     target = load_target(config.target_preset, progress)
@@ -161,7 +163,7 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
     initial = build_feature_block_drafter(hf_model.config, num_layers=config.num_layers, n_features=config.n_features,
                                           block_size=config.width, mask_token_id=mask_id, seed=config.seed)
     layer_ids = list(initial.config.target_layer_ids)
-    networks, history, eval_sets = {}, [], {}
+    networks, history, eval_sets, restored = {}, [], {}, []
 
     def held_out(width: int) -> list:
         """The held-out anchor batches at ``width`` (target features included), built once."""
@@ -195,8 +197,11 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
                                          **{"select": config.select, "rule": config.rule, **options})
 
         torch.manual_seed(config.seed)
+        resume = stage_resume("dedit", key, label, [gen]) if key else None
         history.extend(fit(network, make_batch, loss_fn, steps=steps, lr=config.lr, warmup=config.warmup,
-                           eval_batches=eval_batches, eval_every=config.eval_every, label=label, progress=progress))
+                           eval_batches=eval_batches, eval_every=config.eval_every, label=label, progress=progress,
+                           resume=resume))
+        restored.append(resume.restored_seconds if resume else 0.0)     # trained before this process
         networks[label] = network.eval()
 
     for name in config.variants:
@@ -207,7 +212,8 @@ def train_block_drafters(config: DEditConfig, progress: bool = True) -> tuple[di
         network = FeatureBlockDrafter(replace_block_size(initial.config, width))
         network.load_state_dict(networks[name].state_dict())
         train(name, network, width, config.expansion_steps, f"{name}_w{width}")
-    record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": float(teacher["seconds"]),
+    record = {"train_seconds": time.perf_counter() - started + sum(restored),
+              "teacher_seconds": float(teacher["seconds"]),
               "teacher_rows": int(teacher["prompts"].shape[0]), "teacher_tokens": int(teacher["answers"].numel()),
               "drafter_parameters": int(sum(p.numel() for p in initial.parameters())),
               "target_parameters": int(sum(p.numel() for p in hf_model.parameters())), "layer_ids": layer_ids,
@@ -226,10 +232,11 @@ def save_block_drafters(config: DEditConfig, progress: bool = True) -> Path:
     """Train ``config``'s drafters unless cached; the checkpoint directory (written atomically)."""
     path = saved_at(config)
     if not (path / "record.json").exists():
-        networks, history, record = train_block_drafters(config, progress)
+        networks, history, record = train_block_drafters(config, progress, key=path.name)
         with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)
             (tmp / "record.json").write_text(json.dumps(record, indent=2))
+        finish_partial("dedit", path.name)
     return path

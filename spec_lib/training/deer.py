@@ -16,11 +16,14 @@ Reference: seed 001, Sec. 3.4 "Stage I" / "Stage II" and their training configur
    the teacher data, then Stage II once per ``alphas`` entry (the alpha sensitivity run);
 4. :func:`train_ar_drafter` (the EAGLE-3 role): the same architecture run causally,
    pre-trained with next-token CE on the corpus, then distilled on the same answers.
+   A config with ``shared_from`` (the ``-faithful`` presets) takes the pre-trained dLLM and the
+   AR drafter of that preset instead: they do not depend on the Stage I / II objectives.
 
 Checkpoints go to ``artifacts/drafters/<key>/<name>/`` (``save_pretrained``) with the loss
 history; the key hashes the configuration, the target's checkpoint key and the source of
 every module this pipeline imports.  :func:`spec_lib.training.deer_models.load_deer` wraps
-them for decoding.
+them for decoding.  Training resumes from the last save: each stage saves its state under
+``artifacts/drafters/<key>.partial/`` (:func:`spec_lib.training.cache.stage_resume`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import torch
 
 from ..architectures import build_qwen3
 from . import d2a, next_token
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .teacher_sets import corpus_streams, teacher_set
 from .loop import fit
 from .presets import PRESETS
@@ -81,6 +84,7 @@ class D2AConfig:
     eval_every: int = 50
     seed: int = 0
     max_files: int | None = None       # corpus files (smoke)
+    shared_from: str | None = None     # a D2A preset whose pre-trained dLLM and AR drafter this one reuses
 
 
 def _as_written(config: D2AConfig) -> D2AConfig:
@@ -101,12 +105,40 @@ _SMOKE = D2AConfig(target_preset="smoke", hidden_size=32, num_layers=1, teacher_
 
 #: DEER's drafters per profile: ``<profile>`` with this project's cpu-scale objectives, and
 #: ``<profile>-faithful`` with the objectives as written (the same teacher data, sizes and steps).
+#: The faithful variant reuses ``<profile>``'s pre-trained dLLM and AR drafter: neither depends
+#: on the Stage I / II objectives (:data:`SHARED_FIELDS`), so training them twice gave nothing.
 D2A_PRESETS: dict[str, D2AConfig] = {
     "smoke": _SMOKE,
-    "smoke-faithful": _as_written(_SMOKE),
+    "smoke-faithful": replace(_as_written(_SMOKE), shared_from="smoke"),
     "cpu": D2AConfig(),
-    "cpu-faithful": _as_written(D2AConfig()),
+    "cpu-faithful": replace(_as_written(D2AConfig()), shared_from="cpu"),
 }
+
+#: What the pre-trained dLLM and the AR drafter depend on: a config may reuse another's
+#: (``shared_from``) only when these are equal.
+SHARED_FIELDS = ("target_preset", "hidden_size", "num_layers", "num_heads", "teacher_prompts", "heldout_prompts",
+                 "prompt_len", "answer_len", "batch_size", "pretrain_len", "pretrain_steps", "ar_pretrain_steps",
+                 "ar_distill_steps", "lr", "stage1_lr", "warmup", "eval_every", "seed", "max_files", "t_min")
+#: The drafters a config with ``shared_from`` takes from that preset instead of training them.
+SHARED_DRAFTERS = ("pretrained", "ar_distilled")
+
+
+def shared_base(config: D2AConfig) -> D2AConfig | None:
+    """The preset config whose pre-trained dLLM and AR drafter ``config`` reuses, or None.
+
+    Raises:
+        ValueError: ``shared_from`` names no preset, or one that differs in :data:`SHARED_FIELDS`.
+    """
+    if config.shared_from is None:
+        return None
+    if config.shared_from not in D2A_PRESETS:
+        raise ValueError(f"shared_from must be one of {list(D2A_PRESETS)} or None, got {config.shared_from!r}")
+    base = D2A_PRESETS[config.shared_from]
+    differ = [name for name in SHARED_FIELDS if getattr(base, name) != getattr(config, name)]
+    if differ or base.shared_from is not None:
+        raise ValueError(f"shared_from={config.shared_from!r}: that preset trains its shared drafters with other "
+                         f"settings ({differ or 'it shares in turn'}), so they cannot be reused")
+    return base
 
 
 def objectives(config: D2AConfig) -> str:
@@ -133,8 +165,11 @@ def drafter_names(config: D2AConfig) -> list[str]:
 
 
 def deer_cache_key(config: D2AConfig) -> str:
-    """Cache key: config, the target's checkpoint key, this pipeline's code."""
-    return cache_key(PIPELINE, config=asdict(config), target=checkpoint_key(*PRESETS[config.target_preset]))
+    """Cache key: config, the target's checkpoint key (and that of a ``shared_from`` preset),
+    this pipeline's code."""
+    base = shared_base(config)
+    return cache_key(PIPELINE, config=asdict(config), target=checkpoint_key(*PRESETS[config.target_preset]),
+                     shared=None if base is None else deer_cache_key(base))
 
 
 def _build(config: D2AConfig, vocab_size: int, tokenizer, seed: int):
@@ -161,6 +196,17 @@ class Teacher:
     seconds: float
 
 
+def _resume(key: str, label: str, generators, resumes: list | None):
+    """Stage ``label``'s :class:`~spec_lib.training.loop.Resume` under ``drafters/<key>``, added to
+    ``resumes`` (None without a key: no resume)."""
+    if not key:
+        return None
+    resume = stage_resume("drafters", key, label, generators)
+    if resumes is not None:
+        resumes.append(resume)
+    return resume
+
+
 def teacher_data(config: D2AConfig, progress: bool) -> Teacher:
     """The frozen target (trained on first use), the corpus streams and the teacher set."""
     if config.target_preset not in PRESETS:
@@ -176,8 +222,11 @@ def teacher_data(config: D2AConfig, progress: bool) -> Teacher:
 
 
 def train_diffusion_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, eval_gen: torch.Generator,
-                            progress: bool) -> tuple[dict, list[dict]]:
-    """Masked-diffusion pre-training, Stage I (Eq. 1-2), Stage II per alpha (Eq. 3-4)."""
+                            progress: bool, key: str = "", resumes: list | None = None,
+                            pretrained=None) -> tuple[dict, list[dict]]:
+    """Masked-diffusion pre-training (skipped when ``pretrained`` is given: a shared pre-trained
+    dLLM), Stage I (Eq. 1-2), Stage II per alpha (Eq. 3-4); with a checkpoint ``key``, each
+    stage resumes from its last save (its Resume added to ``resumes``)."""
     tokenizer = teacher.tokenizer
     ids = dict(mask_token_id=tokenizer.mask_token_id)
     cont = dict(**ids, sep_token_id=tokenizer.sep_token_id, pad_token_id=tokenizer.pad_token_id,
@@ -203,27 +252,34 @@ def train_diffusion_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Gene
         rows = windows(teacher.stream, config.pretrain_len, config.batch_size, gen)
         return d2a.masked_diffusion_batch(rows, generator=gen, t_min=config.t_min, **ids)
 
-    dllm = _build(config, int(teacher.target.config.vocab_size), tokenizer, config.seed)
-    corpus_eval = [d2a.masked_diffusion_batch(windows(teacher.heldout, config.pretrain_len, n_eval, eval_gen),
-                                              generator=eval_gen, t_min=config.t_min, **ids)]
     models, history = {}, []
-    history += fit(dllm, corpus_batch, d2a.diffusion_loss, steps=config.pretrain_steps, lr=config.lr,
-                   eval_batches=corpus_eval, label="pretrained", **common)
+    if pretrained is None:
+        dllm = _build(config, int(teacher.target.config.vocab_size), tokenizer, config.seed)
+        corpus_eval = [d2a.masked_diffusion_batch(windows(teacher.heldout, config.pretrain_len, n_eval, eval_gen),
+                                                  generator=eval_gen, t_min=config.t_min, **ids)]
+        history += fit(dllm, corpus_batch, d2a.diffusion_loss, steps=config.pretrain_steps, lr=config.lr,
+                       eval_batches=corpus_eval, label="pretrained", resume=_resume(key, "pretrained", [gen], resumes),
+                       **common)
+    else:
+        dllm = copy.deepcopy(pretrained).float()
     models["pretrained"] = copy.deepcopy(dllm)
     history += fit(dllm, stage_batches(1), d2a.diffusion_loss, steps=config.stage1_steps, lr=config.stage1_lr,
-                   eval_batches=held_out_batches(1), label="stage1", **common)
+                   eval_batches=held_out_batches(1), label="stage1", resume=_resume(key, "stage1", [gen], resumes),
+                   **common)
     models["stage1"] = copy.deepcopy(dllm)
     for alpha in config.alphas:
         refined = copy.deepcopy(models["stage1"])
         history += fit(refined, stage_batches(2, alpha), d2a.diffusion_loss, steps=config.stage2_steps,
-                       lr=config.stage2_lr, eval_batches=held_out_batches(2, alpha), label=stage2_name(alpha), **common)
+                       lr=config.stage2_lr, eval_batches=held_out_batches(2, alpha), label=stage2_name(alpha),
+                       resume=_resume(key, stage2_name(alpha), [gen], resumes), **common)
         models[stage2_name(alpha)] = refined
     return models, history
 
 
 def train_ar_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, eval_gen: torch.Generator,
-                     progress: bool) -> tuple[object, list[dict]]:
-    """Next-token pre-training on the corpus, then distillation on the teacher answers."""
+                     progress: bool, key: str = "", resumes: list | None = None) -> tuple[object, list[dict]]:
+    """Next-token pre-training on the corpus, then distillation on the teacher answers (resumable
+    with a checkpoint ``key``, as :func:`train_diffusion_drafter`)."""
     n_eval = min(config.heldout_prompts, config.batch_size)
     common = dict(warmup=config.warmup, eval_every=config.eval_every, progress=progress)
 
@@ -240,30 +296,48 @@ def train_ar_drafter(config: D2AConfig, teacher: Teacher, gen: torch.Generator, 
     ar = _build(config, int(teacher.target.config.vocab_size), teacher.tokenizer, config.seed + 7)
     history = fit(ar, corpus_batch, loss_fn, steps=config.ar_pretrain_steps, lr=config.lr, label="ar_pretrained",
                   eval_batches=[next_token.ar_batch(windows(teacher.heldout, config.pretrain_len, n_eval, eval_gen))],
-                  **common)
+                  resume=_resume(key, "ar_pretrained", [gen], resumes), **common)
     history += fit(ar, distill_batch, loss_fn, steps=config.ar_distill_steps, lr=config.stage1_lr, label="ar_distilled",
                    eval_batches=[next_token.ar_batch(teacher.heldout_prompts[:n_eval], teacher.heldout_answers[:n_eval])],
-                   **common)
+                   resume=_resume(key, "ar_distilled", [gen], resumes), **common)
     return ar, history
 
 
-def train_deer(config: D2AConfig, progress: bool = True) -> DeerTraining:
-    """Run the whole pipeline (see the module docstring); deterministic given ``config.seed``."""
+def train_deer(config: D2AConfig, progress: bool = True, key: str = "") -> DeerTraining:
+    """Run the whole pipeline (see the module docstring); deterministic given ``config.seed``.
+    With the checkpoint ``key``, every stage resumes from its last save (same weights)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
+    base = shared_base(config)
+    shared, shared_history = {}, []
+    if base is not None:                       # before the clock: its training time is its own record's
+        trained_base, _ = load_or_train_deer(base, progress=progress)
+        shared = {name: trained_base.hf_models[name] for name in SHARED_DRAFTERS}
+        shared_history = trained_base.history[trained_base.history["model"].isin(
+            ["pretrained", "ar_pretrained", "ar_distilled"])].rename(columns={"model": "stage"}).to_dict("records")
+        started = time.perf_counter()
     teacher = teacher_data(config, progress)
-    models, history = train_diffusion_drafter(config, teacher, gen, eval_gen, progress)
-    models["ar_distilled"], ar_history = train_ar_drafter(config, teacher, gen, eval_gen, progress)
-    record = {"train_seconds": time.perf_counter() - started, "teacher_seconds": teacher.seconds,
+    resumes: list = []
+    models, history = train_diffusion_drafter(config, teacher, gen, eval_gen, progress, key, resumes,
+                                              pretrained=shared.get("pretrained"))
+    if base is None:
+        models["ar_distilled"], ar_history = train_ar_drafter(config, teacher, gen, eval_gen, progress, key, resumes)
+    else:
+        models["ar_distilled"], ar_history = copy.deepcopy(shared["ar_distilled"]).float(), []
+        history = shared_history + history
+    restored = sum(r.restored_seconds for r in resumes)        # trained before this process
+    record = {"train_seconds": time.perf_counter() - started + restored, "teacher_seconds": teacher.seconds,
               "objectives": objectives(config),
               "corpus_tokens": int(len(teacher.stream)), "heldout_tokens": int(len(teacher.heldout)),
               "teacher_rows": int(teacher.prompts.shape[0]), "teacher_tokens": int(teacher.answers.numel()),
               "drafter_parameters": int(sum(p.numel() for p in models["stage1"].parameters())),
               "target_parameters": int(sum(p.numel() for p in teacher.target.parameters())),
               "config": asdict(config), "target_checkpoint_key": checkpoint_key(*PRESETS[config.target_preset]),
-              "checkpoint_key": deer_cache_key(config)}
+              "checkpoint_key": deer_cache_key(config),
+              "shared_from": None if base is None else {"preset": config.shared_from, "key": deer_cache_key(base),
+                                                         "drafters": list(SHARED_DRAFTERS)}}
     frame = pd.DataFrame(history + ar_history).rename(columns={"stage": "model"})
     return DeerTraining(models, frame, record)
 
@@ -285,7 +359,8 @@ def load_or_train_deer(config: D2AConfig, progress: bool = True, dtype: torch.dt
 
     path = checkpoint_dir("drafters", deer_cache_key(config))
     if not (path / "record.json").exists():
-        save_deer(train_deer(config, progress=progress), path)
+        save_deer(train_deer(config, progress=progress, key=path.name), path)
+        finish_partial("drafters", path.name)
     hf_models = {n: AutoModelForCausalLM.from_pretrained(path / n, local_files_only=True, dtype=dtype).to(device).eval()
                  for n in drafter_names(config)}
     return DeerTraining(hf_models, pd.read_csv(path / "history.csv"),

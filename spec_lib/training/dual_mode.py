@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ..masks.predicates import block_causal_visible, to_additive
+from .unlikelihood import unlikelihood
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class DualModeBatch:
         diffusion_weights: ``(b, n_blocks * B)`` weight of each diffusion label (0 elsewhere).
         teacher_rows: ``(b, n_blocks * B)`` for block rows whose AR teacher is known, the causal
             row predicting the same position (position - 1), else -1 (see :func:`dual_mode_loss`).
+        ul_labels: ``(b, L)`` for causal rows whose next token is an unlikelihood candidate
+            (:mod:`spec_lib.training.unlikelihood`), that token; -100 elsewhere.
     """
 
     input_ids: torch.Tensor
@@ -68,13 +71,14 @@ class DualModeBatch:
     diffusion_labels: torch.Tensor
     diffusion_weights: torch.Tensor
     teacher_rows: torch.Tensor
+    ul_labels: torch.Tensor | None = None
 
 
 def make_dual_mode_batch(sequences: torch.Tensor, *, width: int, n_blocks: int, mask_token_id: int,
                          generator: torch.Generator, p_full: float = 0.5, p_branch: float = 0.25,
                          decay: float | None = None, min_cut: torch.Tensor | None = None,
                          ar_rows: torch.Tensor | None = None, own_rows: torch.Tensor | None = None,
-                         dtype: torch.dtype = torch.float32) -> DualModeBatch:
+                         unlikely: torch.Tensor | None = None, dtype: torch.dtype = torch.float32) -> DualModeBatch:
     """Lay out clean sequences ``(b, L)`` with ``n_blocks`` random drafting blocks each.
 
     For each block a cut point n ~ U{min_cut..L-2} (``min_cut`` per row, default 1); an
@@ -84,6 +88,8 @@ def make_dual_mode_batch(sequences: torch.Tensor, *, width: int, n_blocks: int, 
     loss counts (default all); the self-distillation stage trains only the drafter on the
     model's own text.  ``own_rows`` ``(b,)`` bool: rows that are the model's own greedy text,
     where the AR teacher is known at every offset (elsewhere only at offset 1).
+    ``unlikely`` ``(b, L)`` bool: tokens that are unlikelihood candidates; the causal row
+    before each becomes an unlikelihood row (``ul_labels``) and is not also a next-token target.
     """
     b, length = sequences.shape
     block = width + 1
@@ -117,6 +123,15 @@ def make_dual_mode_batch(sequences: torch.Tensor, *, width: int, n_blocks: int, 
     ar_labels[:, : length - 1] = sequences[:, 1:]                                  # shifted next token
     if ar_rows is not None:
         ar_labels[~ar_rows] = -100
+    ul_labels = None
+    if unlikely is not None:
+        if unlikely.shape != sequences.shape:
+            raise ValueError(f"unlikely must have the shape of sequences {tuple(sequences.shape)}, "
+                             f"got {tuple(unlikely.shape)}")
+        ul_labels = torch.full_like(sequences, -100)
+        pushed = unlikely[:, 1:]
+        ul_labels[:, : length - 1] = torch.where(pushed, sequences[:, 1:], ul_labels[:, : length - 1])
+        ar_labels[:, : length - 1][pushed] = -100
     # k = how many positions after the block's context a row drafts (1 = the next token).
     k = positions - cut[..., None] + 1                                             # (b, n_blocks, B)
     weight = torch.ones(k.shape) if decay is None else torch.exp(-(k - 1).float() / decay)
@@ -129,15 +144,17 @@ def make_dual_mode_batch(sequences: torch.Tensor, *, width: int, n_blocks: int, 
     teacher = torch.where(known, positions - 1, torch.full_like(positions, -1))
     return DualModeBatch(sequences, ar_labels, block_ids.reshape(b, -1), positions.reshape(b, -1),
                          to_additive(visible, dtype)[:, None], labels.reshape(b, -1), weight.reshape(b, -1),
-                         teacher.reshape(b, -1))
+                         teacher.reshape(b, -1), ul_labels)
 
 
-def dual_mode_loss(hf_model, batch: DualModeBatch, *, diffusion_weight: float = 1.0, teacher_weight: float = 0.0
-                   ) -> tuple[torch.Tensor, dict[str, float]]:
+def dual_mode_loss(hf_model, batch: DualModeBatch, *, diffusion_weight: float = 1.0, teacher_weight: float = 0.0,
+                   unlikelihood_weight: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
     """AR next-token CE on causal rows + weighted diffusion CE on masked block rows, plus, with
     ``teacher_weight`` > 0, the weighted KL(p_AR || q) of block rows to the AR mode's own
     distribution where it is known (``batch.teacher_rows``; the teacher is detached): the
-    drafter is pulled towards what verification accepts.
+    drafter is pulled towards what verification accepts.  With ``unlikelihood_weight`` > 0,
+    plus that weight times the unlikelihood of ``batch.ul_labels`` at their causal rows
+    (:func:`spec_lib.training.unlikelihood.unlikelihood`, Welleck et al. 2020).
 
     Two passes over one cache (see the module docstring).  Returns
     ``(loss, {"ar": ..., "diffusion": ...[, "teacher": ...]})``; "diffusion" is the weighted mean.
@@ -176,4 +193,8 @@ def dual_mode_loss(hf_model, batch: DualModeBatch, *, diffusion_weight: float = 
         teacher_term = (w * kl).sum() / w.sum().clamp(min=1e-8)
         loss = loss + teacher_weight * teacher_term
         parts["teacher"] = float(teacher_term.detach())
+    if unlikelihood_weight > 0 and batch.ul_labels is not None:
+        ul = unlikelihood(logits, batch.ul_labels.to(device))
+        loss = loss + unlikelihood_weight * ul
+        parts["unlikelihood"] = float(ul.detach())
     return loss, parts

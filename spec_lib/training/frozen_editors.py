@@ -19,7 +19,8 @@ taken from the frozen proposer instead of the editor itself:
   editor's own unmasking loss L_unmask (on ``[anchor, MASK ...]``) is added.
 
 Checkpoints are cached under ``artifacts/frozen_editors/<key>/<variant>/``; the key hashes the
-config, the proposer's pipeline key and this pipeline's import closure.
+config, the proposer's pipeline key and this pipeline's import closure.  Training resumes from
+the last save: each editor's stage saves its state under ``artifacts/frozen_editors/<key>.partial/``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter
 from . import block_edit
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .dedit import DEditConfig, anchor_batch, dedit_cache_key, network_names, save_block_drafters
 from .drafter_setup import setup
 from .loop import fit
@@ -123,9 +124,10 @@ def load_proposer(config: FrozenEditorConfig, progress: bool = True) -> FeatureB
     return proposer
 
 
-def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> tuple[dict, pd.DataFrame, dict]:
+def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True, key: str = ""
+                         ) -> tuple[dict, pd.DataFrame, dict]:
     """One editor per variant on the frozen proposer's P1, from DFlash's initial weights, with the
-    same batches and steps."""
+    same batches and steps; with the checkpoint ``key``, each editor resumes from its last save."""
     _check(config)
     d = config.dedit
     started = time.perf_counter()
@@ -141,7 +143,7 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> t
                                  s.teacher["heldout_answers"][i: i + d.batch_size], s.mask_id, eval_gen)
                     for i in range(0, d.heldout_prompts, d.batch_size)]
     steps = config.steps or d.steps
-    networks, history = {}, []
+    networks, history, restored = {}, [], 0.0
     for name in config.variants:
         gen = torch.Generator().manual_seed(d.seed)
         options = VARIANTS[name]
@@ -158,10 +160,13 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True) -> t
         editor = FeatureBlockDrafter(s.initial.config)
         editor.load_state_dict(s.initial.state_dict())
         torch.manual_seed(d.seed)
+        resume = stage_resume("frozen_editors", key, name, [gen]) if key else None
         history.extend(fit(editor, make_batch, loss_fn, steps=steps, lr=d.lr, warmup=d.warmup,
-                           eval_batches=eval_batches, eval_every=d.eval_every, label=name, progress=progress))
+                           eval_batches=eval_batches, eval_every=d.eval_every, label=name, progress=progress,
+                           resume=resume))
+        restored += resume.restored_seconds if resume else 0.0      # trained before this process
         networks[name] = editor.eval()
-    record = {"train_seconds": time.perf_counter() - started, "steps": steps, "layer_ids": s.layer_ids,
+    record = {"train_seconds": time.perf_counter() - started + restored, "steps": steps, "layer_ids": s.layer_ids,
               "config": asdict(config), "proposer_key": dedit_cache_key(d), "checkpoint_key": frozen_editor_key(config)}
     return networks, pd.DataFrame(history).rename(columns={"stage": "model"}), record
 
@@ -171,10 +176,11 @@ def save_frozen_editors(config: FrozenEditorConfig, progress: bool = True):
     _check(config)
     path = checkpoint_dir("frozen_editors", frozen_editor_key(config))
     if not (path / "record.json").exists():
-        networks, history, record = train_frozen_editors(config, progress)
+        networks, history, record = train_frozen_editors(config, progress, key=path.name)
         with checkpoint_writer(path) as tmp:
             for name, network in networks.items():
                 network.save_pretrained(tmp / name)
             history.to_csv(tmp / "history.csv", index=False)
             (tmp / "record.json").write_text(json.dumps(record, indent=2))
+        finish_partial("frozen_editors", path.name)
     return path

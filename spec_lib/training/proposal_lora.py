@@ -14,7 +14,8 @@ its attention output projections trained with the diffusion objective on proposa
 
 Both are cached under ``artifacts/lora/<key>/`` (``base/`` by ``save_pretrained``, ``adapter/`` by
 peft's ``save_pretrained``), keyed by the configs, the corpus fingerprint and the source of this
-pipeline's import closure.
+pipeline's import closure.  Training resumes from the last save: each stage saves its state
+under ``artifacts/lora/<key>.partial/`` (:func:`spec_lib.training.cache.stage_resume`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .dual_mode import make_dual_mode_batch
 from .loop import fit
 from .next_token import ar_batch, ar_loss
@@ -136,9 +137,10 @@ def adapter_loss(peft_model, batch, teacher_weight: float) -> tuple[torch.Tensor
                   "accuracy": float(accuracy)}
 
 
-def train(preset: str, path: Path, progress: bool = True) -> Path:
+def train(preset: str, path: Path, progress: bool = True, key: str = "") -> Path:
     """Train the AR base, then the adapter (see the module docstring), and save both under
-    ``path`` atomically; deterministic."""
+    ``path`` atomically; deterministic.  With the checkpoint ``key``, each stage resumes from its
+    last save."""
     from peft import LoraConfig, get_peft_model
 
     model_config, train_config, cfg = _preset(preset)
@@ -151,10 +153,12 @@ def train(preset: str, path: Path, progress: bool = True) -> Path:
         setattr(base.config, f"{name}_token_id", getattr(tokenizer, f"{name}_token_id"))
     eval_gen = torch.Generator().manual_seed(cfg.seed + 1)
     ar_eval = [ar_batch(windows(heldout_stream, cfg.seq_len, cfg.base_batch_size, eval_gen)) for _ in range(4)]
+    base_resume = stage_resume("lora", key, "AR base", [gen]) if key else None
     history = fit(base, lambda step: ar_batch(windows(train_stream, cfg.seq_len, cfg.base_batch_size, gen)),
                   lambda model, batch: ar_loss(model, *batch), steps=cfg.base_steps, lr=cfg.base_lr,
-                  eval_batches=ar_eval, eval_every=cfg.eval_every, label="AR base", progress=progress)
-    base_seconds = time.perf_counter() - started
+                  eval_batches=ar_eval, eval_every=cfg.eval_every, label="AR base", progress=progress,
+                  resume=base_resume)
+    base_seconds = time.perf_counter() - started + (base_resume.restored_seconds if base_resume else 0.0)
     ar_only = copy.deepcopy(base).eval()                  # saved as is: peft wraps `base` in place
     base.requires_grad_(False)
     with warnings.catch_warnings():                       # peft reads a deprecated transformers attribute
@@ -171,10 +175,13 @@ def train(preset: str, path: Path, progress: bool = True) -> Path:
 
     adapter_eval = [block_batch(0, eval_gen, heldout_stream) for _ in range(4)]
     adapter_started = time.perf_counter()
+    adapter_resume = stage_resume("lora", key, "proposal LoRA", [gen]) if key else None
     history += fit(peft_model, block_batch, lambda model, batch: adapter_loss(model, batch, cfg.teacher_weight),
                    steps=cfg.steps, lr=cfg.lr, eval_batches=adapter_eval, eval_every=cfg.eval_every,
-                   label="proposal LoRA", progress=progress)
-    record = {"base_seconds": base_seconds, "adapter_seconds": time.perf_counter() - adapter_started,
+                   label="proposal LoRA", progress=progress, resume=adapter_resume)
+    adapter_seconds = (time.perf_counter() - adapter_started
+                       + (adapter_resume.restored_seconds if adapter_resume else 0.0))    # + before this process
+    record = {"base_seconds": base_seconds, "adapter_seconds": adapter_seconds,
               "base_parameters": int(sum(p.numel() for p in ar_only.parameters())),
               "adapter_parameters": int(sum(p.numel() for p in peft_model.parameters() if p.requires_grad)),
               "lora": asdict(cfg), "model_config": asdict(model_config), "data": data_fingerprint(train_config),
@@ -203,5 +210,6 @@ def load_or_train(preset: str, progress: bool = True) -> TrainedLoRA:
     """The cached AR base + adapter of ``preset``, training them when missing."""
     path = checkpoint_dir("lora", lora_key(preset))
     if not (path / "record.json").exists():
-        train(preset, path, progress)
+        train(preset, path, progress, key=path.name)
+        finish_partial("lora", path.name)
     return load(path)

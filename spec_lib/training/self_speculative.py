@@ -16,11 +16,17 @@ Two stages, each with its own warm-up + cosine learning-rate schedule:
    of DEER's Stage I, seed 001 Sec. 3.4).  By default the AR loss is *not* applied to the
    self-generated rows (``distill_ar=False``): training the verifier on its own greedy text
    teaches it to repeat itself, and acceptance earned on loops is not the acceptance the
-   papers measure.
+   papers measure.  With ``distill_unlikelihood`` > 0 the AR mode is instead pushed *away*
+   from its loops: every token of its own text that closes a repeated 4-gram is an
+   unlikelihood candidate (:mod:`spec_lib.training.unlikelihood`, Welleck et al. 2020), and
+   with ``distill_refresh`` = R the own text is regenerated every R steps, so the candidates
+   are those of the current model.
 
 :func:`load_or_train` returns a model for a (:class:`ModelConfig`, :class:`TrainConfig`) pair:
 from ``artifacts/models/<key>/`` when that checkpoint exists, else it trains and saves one
 there (``save_pretrained``; the stage-1 model, the loss history and a record beside it).
+Training is resumable: each stage saves its state every few minutes
+(:func:`spec_lib.training.cache.stage_resume`), and a killed run continues from there.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ import pandas as pd
 import torch
 
 from ..architectures import build_qwen3
-from . import data
-from .cache import cache_key, checkpoint_dir, checkpoint_writer
+from . import data, unlikelihood
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
 from .dual_mode import dual_mode_loss, make_dual_mode_batch
 from .loop import fit
 from .teacher import greedy_continuations
@@ -83,6 +89,8 @@ class TrainConfig:
     distill_lr: float = 1e-3       # stage 2's own peak learning rate
     distill_blocks: int = 0        # drafting blocks per row in stage 2 (0: n_blocks)
     distill_ar: bool = False       # also train the AR mode on its own greedy text
+    distill_unlikelihood: float = 0.0  # weight of unlikelihood on repeated 4-grams of the own text
+    distill_refresh: int = 0       # regenerate the own text every so many stage-2 steps (0: once)
     bf16: bool = False             # torch.autocast("cpu", bfloat16)
     seed: int = 0
     math_share: float = 0.1        # synthetic math text, as a share of the stdlib characters
@@ -90,6 +98,18 @@ class TrainConfig:
     max_files: int | None = None   # use only the first files of the corpus (smoke)
     eval_every: int = 50           # held-out loss every so many steps
     eval_batches: int = 4
+
+    def __post_init__(self):
+        for name in ("steps", "distill_steps", "distill_refresh"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        for name in ("diffusion_weight", "teacher_weight", "distill_teacher_weight", "distill_unlikelihood"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if self.distill_steps and self.distill_new_tokens < 1:
+            raise ValueError(f"distill_new_tokens must be >= 1 with distill_steps, got {self.distill_new_tokens!r}")
 
 
 @dataclass
@@ -153,13 +173,16 @@ class _Run:
     gen: torch.Generator
     eval_batches: list
     progress: bool
+    key: str = ""                  # checkpoint whose training state each stage saves (resume)
+    resumed_seconds: float = 0.0   # training seconds spent before this process
 
     @classmethod
-    def prepare(cls, model_config: ModelConfig, config: TrainConfig, progress: bool, seed_offset: int = 0) -> "_Run":
+    def prepare(cls, model_config: ModelConfig, config: TrainConfig, progress: bool, seed_offset: int = 0,
+                key: str = "") -> "_Run":
         tokenizer, train_stream, heldout_stream = prepare_corpus(config, model_config.vocab_size)
         eval_gen = torch.Generator().manual_seed(config.seed + 1)
         run = cls(config, tokenizer, train_stream, heldout_stream,
-                  torch.Generator().manual_seed(config.seed + seed_offset), [], progress)
+                  torch.Generator().manual_seed(config.seed + seed_offset), [], progress, key)
         run.eval_batches = [make_dual_mode_batch(windows(heldout_stream, config.seq_len, config.batch_size, eval_gen),
                                                  generator=eval_gen, width=config.width, n_blocks=config.n_blocks,
                                                  **run.blocks) for _ in range(config.eval_batches)]
@@ -174,14 +197,22 @@ class _Run:
         widths = self.config.widths or (self.config.width,)
         return widths[int(torch.randint(0, len(widths), (1,), generator=self.gen))]
 
-    def fit(self, model, make_batch, steps: int, lr: float, label: str, teacher_weight: float) -> list[dict]:
+    def fit(self, model, make_batch, steps: int, lr: float, label: str, teacher_weight: float,
+            unlikelihood_weight: float = 0.0, state: dict | None = None) -> list[dict]:
+        """One stage through :func:`~spec_lib.training.loop.fit`, resumable when the run has a key
+        (``state``: what the batch function keeps between steps, saved with the loop)."""
         cfg = self.config
 
         def loss(model, batch):
-            return dual_mode_loss(model, batch, diffusion_weight=cfg.diffusion_weight, teacher_weight=teacher_weight)
+            return dual_mode_loss(model, batch, diffusion_weight=cfg.diffusion_weight, teacher_weight=teacher_weight,
+                                  unlikelihood_weight=unlikelihood_weight)
 
-        return fit(model, make_batch, loss, steps=steps, lr=lr, label=label, eval_batches=self.eval_batches,
-                   eval_every=cfg.eval_every, autocast=cfg.bf16, progress=self.progress, warmup=cfg.warmup)
+        resume = stage_resume("models", self.key, label, [self.gen], state) if self.key else None
+        history = fit(model, make_batch, loss, steps=steps, lr=lr, label=label, eval_batches=self.eval_batches,
+                      eval_every=cfg.eval_every, autocast=cfg.bf16, progress=self.progress, warmup=cfg.warmup,
+                      resume=resume)
+        self.resumed_seconds += resume.restored_seconds if resume else 0.0
+        return history
 
 
 def dual_mode_stage(hf_model, run: _Run) -> list[dict]:
@@ -198,40 +229,55 @@ def dual_mode_stage(hf_model, run: _Run) -> list[dict]:
 def self_distillation_stage(hf_model, run: _Run) -> tuple[list[dict], int]:
     """Stage 2 (see the module docstring): a full corpus batch plus ``distill_rows`` of the
     model's own greedy continuations per step, blocks on those cut inside the generated
-    part, AR loss on them only with ``distill_ar``.  Returns the history and the number of
-    continuations generated."""
+    part, AR loss on them only with ``distill_ar``, unlikelihood on their repeated 4-grams
+    with ``distill_unlikelihood``; the own text is regenerated every ``distill_refresh``
+    steps.  Returns the history and the number of continuations generated per refresh."""
     cfg = run.config
     prompt_len = cfg.seq_len - cfg.distill_new_tokens
     prompts = windows(run.train_stream, prompt_len, cfg.distill_prompts, run.gen)
-    own_text = torch.cat([prompts, greedy_continuations(hf_model, prompts, cfg.distill_new_tokens,
-                                                        progress=run.progress, label="self-distillation text")], 1)
     n_own, n_corpus = cfg.distill_rows, cfg.distill_corpus_rows
     min_cut = torch.cat([torch.ones(n_corpus, dtype=torch.long), torch.full((n_own,), prompt_len)])
     ar_rows = torch.cat([torch.ones(n_corpus, dtype=torch.bool), torch.full((n_own,), cfg.distill_ar)])
     own_rows = torch.cat([torch.zeros(n_corpus, dtype=torch.bool), torch.ones(n_own, dtype=torch.bool)])
+    state: dict = {}
+
+    def refresh(step: int) -> None:
+        if "own_text" in state and not (cfg.distill_refresh and step % cfg.distill_refresh == 0):
+            return
+        generated = greedy_continuations(hf_model, prompts, cfg.distill_new_tokens, progress=run.progress,
+                                         label=f"self-distillation text (step {step})")
+        state["own_text"] = torch.cat([prompts, generated], 1)
+        state["unlikely"] = torch.cat([torch.zeros_like(prompts, dtype=torch.bool), unlikelihood.repeated_ngrams(generated)], 1)
 
     def distill_batch(step: int):
-        rows = torch.cat([windows(run.train_stream, cfg.seq_len, n_corpus, run.gen),
-                          own_text[torch.randint(0, own_text.shape[0], (n_own,), generator=run.gen)]])
+        refresh(step)
+        own = torch.randint(0, prompts.shape[0], (n_own,), generator=run.gen)
+        rows = torch.cat([windows(run.train_stream, cfg.seq_len, n_corpus, run.gen), state["own_text"][own]])
+        unlikely = (torch.cat([torch.zeros(n_corpus, cfg.seq_len, dtype=torch.bool), state["unlikely"][own]])
+                    if cfg.distill_unlikelihood else None)
         return make_dual_mode_batch(rows, generator=run.gen, width=run.width(), n_blocks=cfg.distill_blocks or cfg.n_blocks,
-                                    min_cut=min_cut, ar_rows=ar_rows, own_rows=own_rows, **run.blocks)
+                                    min_cut=min_cut, ar_rows=ar_rows, own_rows=own_rows, unlikely=unlikely, **run.blocks)
 
-    return run.fit(hf_model, distill_batch, cfg.distill_steps, cfg.distill_lr, "stage 2: self-distillation",
-                   cfg.distill_teacher_weight), int(own_text.shape[0])
+    history = run.fit(hf_model, distill_batch, cfg.distill_steps, cfg.distill_lr, "stage 2: self-distillation",
+                      cfg.distill_teacher_weight, cfg.distill_unlikelihood, state)
+    return history, int(prompts.shape[0])
 
 
 def _record(hf_model, run: _Run, model_config: ModelConfig, started: float, distilled_rows: int, key: str) -> dict:
     return {"train_tokens": int(len(run.train_stream)), "heldout_tokens": int(len(run.heldout_stream)),
-            "distilled_rows": distilled_rows, "train_seconds": time.perf_counter() - started,
+            "distilled_rows": distilled_rows, "train_seconds": time.perf_counter() - started + run.resumed_seconds,
             "data": data_fingerprint(run.config), "parameters": int(sum(p.numel() for p in hf_model.parameters())),
             "model_config": asdict(model_config), "train_config": asdict(run.config), "checkpoint_key": key}
 
 
-def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool = True) -> Trained:
-    """Train from scratch: stage 1 (dual-mode) then stage 2 (self-distillation); deterministic."""
+def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool = True, resume: bool = False) -> Trained:
+    """Train from scratch: stage 1 (dual-mode) then stage 2 (self-distillation); deterministic.
+    With ``resume``, each stage saves its state under the checkpoint's ``.partial`` folder and
+    continues from a saved state (same weights as an uninterrupted run)."""
     started = time.perf_counter()
     torch.manual_seed(train_config.seed)
-    run = _Run.prepare(model_config, train_config, progress)
+    key = checkpoint_key(model_config, train_config)
+    run = _Run.prepare(model_config, train_config, progress, key=key if resume else "")
     hf_model = build_model(model_config, train_config.seed)
     for name in ("mask", "eos", "pad"):
         setattr(hf_model.config, f"{name}_token_id", getattr(run.tokenizer, f"{name}_token_id"))
@@ -241,13 +287,14 @@ def train(model_config: ModelConfig, train_config: TrainConfig, progress: bool =
         stage1 = copy.deepcopy(hf_model).eval()
         stage2, distilled_rows = self_distillation_stage(hf_model, run)
         history += stage2
-    record = _record(hf_model, run, model_config, started, distilled_rows, checkpoint_key(model_config, train_config))
+    record = _record(hf_model, run, model_config, started, distilled_rows, key)
     return Trained(hf_model, run.tokenizer, pd.DataFrame(history), record, stage1=stage1)
 
 
 #: Fields of TrainConfig that only stage 2 reads: a variant may change these and keep stage 1.
 STAGE2_FIELDS = ("distill_steps", "distill_prompts", "distill_new_tokens", "distill_rows", "distill_corpus_rows",
-                 "distill_lr", "distill_blocks", "distill_ar", "distill_teacher_weight")
+                 "distill_lr", "distill_blocks", "distill_ar", "distill_teacher_weight", "distill_unlikelihood",
+                 "distill_refresh")
 
 
 def variant_key(model_config: ModelConfig, train_config: TrainConfig, overrides: dict) -> str:
@@ -274,7 +321,7 @@ def load_or_distill_variant(model_config: ModelConfig, train_config: TrainConfig
     started = time.perf_counter()
     config = replace(train_config, **overrides)
     torch.manual_seed(config.seed)
-    run = _Run.prepare(model_config, config, progress, seed_offset=1000)
+    run = _Run.prepare(model_config, config, progress, seed_offset=1000, key=path.name)
     hf_model = copy.deepcopy(base.stage1).train()
     stage1_history = base.history[base.history["stage"] == "stage 1: dual-mode"].to_dict("records")
     history, distilled_rows = (self_distillation_stage(hf_model, run) if config.distill_steps else ([], 0))
@@ -282,6 +329,7 @@ def load_or_distill_variant(model_config: ModelConfig, train_config: TrainConfig
     record = _record(hf_model, run, model_config, started, distilled_rows, path.name)
     trained = Trained(hf_model, base.tokenizer, pd.DataFrame(stage1_history + history), record)
     save(trained, path)                             # without stage 1: the preset's checkpoint holds it
+    finish_partial("models", path.name)
     trained.stage1 = base.stage1
     return trained
 
@@ -319,8 +367,9 @@ def load_or_train(model_config: ModelConfig, train_config: TrainConfig, progress
     path = checkpoint_dir("models", checkpoint_key(model_config, train_config))
     if (path / "record.json").exists():
         return load(path)
-    trained = train(model_config, train_config, progress=progress)
+    trained = train(model_config, train_config, progress=progress, resume=True)
     save(trained, path)
+    finish_partial("models", path.name)
     return trained
 
 
