@@ -22,6 +22,7 @@ from ..drafters.feature_target import FeatureTarget
 from ..drafters.head_block import HeadBlockDrafter
 from .baselines import BaselineConfig, baseline_cache_key, network_names, save_baselines
 from .block_drafters import DEDIT_PRESETS
+from .cache import preset_config
 
 #: The presets, on the same DEdit preset's data, backbone, W and steps (``smoke``: seconds).
 BASELINE_PRESETS: dict[str, BaselineConfig] = {
@@ -52,9 +53,7 @@ class Baselines:
 
 def load_baselines(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> Baselines:
     """The baselines of ``preset``: cached, or trained now and cached."""
-    if preset not in BASELINE_PRESETS:
-        raise ValueError(f"preset must be one of {list(BASELINE_PRESETS)}, got {preset!r}")
-    config = BASELINE_PRESETS[preset]
+    config = preset_config(BASELINE_PRESETS, preset)
     path = save_baselines(config, progress)
     record = json.loads((path / "record.json").read_text())
     networks = {name: _CLASSES[name.split("_w")[0]].from_pretrained(path / name, local_files_only=True,

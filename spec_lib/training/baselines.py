@@ -31,7 +31,6 @@ the last save: each head's stage saves its state under ``artifacts/baselines/<ke
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -44,7 +43,7 @@ from ..drafters.dspark import DSparkConfig, DSparkNetwork
 from ..drafters.feature_block import build_feature_block_drafter
 from . import block_edit
 from .block_edit import IGNORE, AnchorBatch, gamma_for, weighted_ce
-from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
+from .cache import cache_key, save_networks, stage_resume
 from .dedit import DEditConfig, load_target, replace_block_size, teacher_set
 from .loop import fit
 from .presets import PRESETS
@@ -301,13 +300,5 @@ def train_baselines(config: BaselineConfig, progress: bool = True, key: str = ""
 
 def save_baselines(config: BaselineConfig, progress: bool = True):
     """Train ``config``'s heads unless cached; the checkpoint directory (written atomically)."""
-    path = checkpoint_dir("baselines", baseline_cache_key(config))
-    if not (path / "record.json").exists():
-        networks, history, record = train_baselines(config, progress, key=path.name)
-        with checkpoint_writer(path) as tmp:
-            for name, network in networks.items():
-                network.save_pretrained(tmp / name)
-            history.to_csv(tmp / "history.csv", index=False)
-            (tmp / "record.json").write_text(json.dumps(record, indent=2))
-        finish_partial("baselines", path.name)
-    return path
+    return save_networks("baselines", baseline_cache_key(config),
+                         lambda key: train_baselines(config, progress, key=key))

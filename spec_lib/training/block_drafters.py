@@ -20,6 +20,7 @@ import torch
 from ..drafters.block_edit import BlockEditDrafter
 from ..drafters.feature_block import FeatureBlockDrafter
 from ..drafters.feature_target import FeatureTarget
+from .cache import preset_config
 from .dedit import VARIANTS, DEditConfig, dedit_cache_key, load_target, network_names, save_block_drafters
 
 #: The presets: ``smoke`` checks the pipeline in seconds; ``cpu`` trains DFlash, DEdit and DEdit
@@ -68,9 +69,7 @@ class BlockDrafters:
 
 def load_block_drafters(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> BlockDrafters:
     """The target and drafters of ``preset``: cached, or trained now and cached."""
-    if preset not in DEDIT_PRESETS:
-        raise ValueError(f"preset must be one of {list(DEDIT_PRESETS)}, got {preset!r}")
-    config = DEDIT_PRESETS[preset]
+    config = preset_config(DEDIT_PRESETS, preset)
     path = save_block_drafters(config, progress)
     record = json.loads((path / "record.json").read_text())
     target = load_target(config.target_preset, progress)

@@ -83,6 +83,30 @@ def finish_partial(kind: str, key: str) -> None:
     shutil.rmtree(partial_dir(kind, key), ignore_errors=True)
 
 
+def preset_config(presets: dict, preset, argument: str = "preset", hint: str = ""):
+    """``presets[preset]``, or a ValueError naming ``argument`` and the allowed presets."""
+    if not isinstance(preset, str) or preset not in presets:
+        raise ValueError(f"{argument} must be one of {list(presets)}{hint}, got {preset!r}")
+    return presets[preset]
+
+
+def save_networks(kind: str, key: str, train) -> Path:
+    """The checkpoint folder of ``kind/key``, trained first when it holds no ``record.json``:
+    ``train(key)`` returns ``(networks, history, record)``, saved atomically (each network with
+    ``save_pretrained`` under its name, ``history.csv``, ``record.json``); its resumable state is
+    then removed.  The "train if missing, save atomically" of the multi-network pipelines."""
+    path = checkpoint_dir(kind, key)
+    if not (path / "record.json").exists():
+        networks, history, record = train(path.name)
+        with checkpoint_writer(path) as tmp:
+            for name, network in networks.items():
+                network.save_pretrained(tmp / name)
+            history.to_csv(tmp / "history.csv", index=False)
+            (tmp / "record.json").write_text(json.dumps(record, indent=2))
+        finish_partial(kind, path.name)
+    return path
+
+
 def checkpoint_dir(kind: str, key: str) -> Path:
     """The folder of checkpoint ``kind/key``: the committed one (``models/<kind>/<key>/``, checked
     against its manifest's sha256 on first use in a process) unless a retrain is requested, else

@@ -30,6 +30,7 @@ from ..drafters import ARDrafter, DiffusionDrafter
 from ..lora import MODES, adapter_directory, apply_adapter
 from ..models import DualModeLM
 from ..schedules.validation import is_int
+from .cache import preset_config
 from .presets import ABLATIONS, PRESETS
 from .self_speculative import checkpoint_key, load_or_distill_variant, load_or_train
 
@@ -185,10 +186,9 @@ def load_model(preset: str = "", checkpoint_path: str = "", *, adapter_path: str
     if checkpoint_path:
         return load_dual_mode(checkpoint_path, adapter_path=adapter_path or None, adapter_mode=adapter_mode,
                               dtype=dtype, device=device, trust_remote_code=trust_remote_code)
-    if preset not in PRESETS:
-        raise ValueError(f"model_preset must be one of {list(PRESETS)} (or give checkpoint_path), got {preset!r}")
+    config = preset_config(PRESETS, preset, "model_preset", " (or give checkpoint_path)")
     torch_dtype = _dtype(dtype)
-    trained = load_or_train(*PRESETS[preset], progress=progress)
+    trained = load_or_train(*config, progress=progress)
     hf_model = trained.hf_model.to(device=device, dtype=torch_dtype).eval()
     return DualModeLM(hf_model, trained.mask_token_id), trained.tokenizer
 
@@ -197,8 +197,7 @@ def recipe_models(preset: str, ablations=(), progress: bool = True):
     """``(trained, models)``: the preset's trained model and, wrapped for decoding, the final
     model, the model before self-distillation, and each named stage-2 ablation
     (:data:`spec_lib.training.presets.ABLATIONS`), trained on first use and cached."""
-    if preset not in PRESETS:
-        raise ValueError(f"model_preset must be one of {list(PRESETS)}, got {preset!r}")
+    preset_config(PRESETS, preset, "model_preset")
     unknown = [a for a in ablations if a not in ABLATIONS]
     if unknown:
         raise ValueError(f"ablations must be among {list(ABLATIONS)}, got {unknown}")

@@ -26,7 +26,6 @@ from the last save: each network's stage saves its state under ``artifacts/dedit
 from __future__ import annotations
 
 import copy
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter, build_feature_block_drafter
 from . import block_edit, teacher_sets
-from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
+from .cache import cache_key, checkpoint_dir, save_networks, stage_resume
 from .loop import fit
 from .presets import PRESETS
 from .self_speculative import checkpoint_key, load_or_train
@@ -230,13 +229,4 @@ def saved_at(config: DEditConfig) -> Path:
 
 def save_block_drafters(config: DEditConfig, progress: bool = True) -> Path:
     """Train ``config``'s drafters unless cached; the checkpoint directory (written atomically)."""
-    path = saved_at(config)
-    if not (path / "record.json").exists():
-        networks, history, record = train_block_drafters(config, progress, key=path.name)
-        with checkpoint_writer(path) as tmp:
-            for name, network in networks.items():
-                network.save_pretrained(tmp / name)
-            history.to_csv(tmp / "history.csv", index=False)
-            (tmp / "record.json").write_text(json.dumps(record, indent=2))
-        finish_partial("dedit", path.name)
-    return path
+    return save_networks("dedit", dedit_cache_key(config), lambda key: train_block_drafters(config, progress, key=key))

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..drafters import ARDrafter, DiffusionDrafter
 from ..models import DualModeLM
+from .cache import preset_config
 from .checkpoints import _dtype
 from .deer import D2A_PRESETS, D2AConfig, load_or_train_deer, stage2_name
 from .presets import PRESETS
@@ -49,10 +50,8 @@ def load_deer(preset: str = "cpu", *, dtype: str = "float32", device: str = "cpu
               progress: bool = True) -> DeerModels:
     """The target and drafters of a :data:`~spec_lib.training.deer.D2A_PRESETS` entry: cached,
     or trained now and cached (``dtype`` a name, as every loader takes it)."""
-    if preset not in D2A_PRESETS:
-        raise ValueError(f"preset must be one of {list(D2A_PRESETS)}, got {preset!r}")
+    config = preset_config(D2A_PRESETS, preset)
     dtype = _dtype(dtype)
-    config = D2A_PRESETS[preset]
     drafters, path = load_or_train_deer(config, progress=progress, dtype=dtype, device=device)
     target = load_or_train(*PRESETS[config.target_preset], progress=progress)
     return DeerModels(DualModeLM(target.hf_model.to(device=device, dtype=dtype).eval(), target.mask_token_id),

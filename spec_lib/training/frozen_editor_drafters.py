@@ -16,6 +16,7 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter
 from .block_drafters import DEDIT_PRESETS
+from .cache import preset_config
 from .frozen_editors import FrozenEditorConfig, frozen_editor_key, load_proposer, save_frozen_editors
 
 #: ``smoke`` checks the pipeline in seconds; ``cpu`` trains the six editors (Table 2(b)'s four and
@@ -41,9 +42,7 @@ class FrozenEditors:
 
 def load_frozen_editors(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> FrozenEditors:
     """The editors of ``preset``: cached, or trained now and cached."""
-    if preset not in FROZEN_EDITOR_PRESETS:
-        raise ValueError(f"preset must be one of {list(FROZEN_EDITOR_PRESETS)}, got {preset!r}")
-    config = FROZEN_EDITOR_PRESETS[preset]
+    config = preset_config(FROZEN_EDITOR_PRESETS, preset)
     path = save_frozen_editors(config, progress)
     editors = {name: FeatureBlockDrafter.from_pretrained(path / name, local_files_only=True, dtype=torch.float32)
                .to(device).eval() for name in config.variants}

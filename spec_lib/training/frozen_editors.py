@@ -25,7 +25,6 @@ the last save: each editor's stage saves its state under ``artifacts/frozen_edit
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -34,7 +33,7 @@ import torch
 
 from ..drafters.feature_block import FeatureBlockDrafter
 from . import block_edit
-from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
+from .cache import cache_key, save_networks, stage_resume
 from .dedit import DEditConfig, anchor_batch, dedit_cache_key, network_names, save_block_drafters
 from .drafter_setup import setup
 from .loop import fit
@@ -174,13 +173,5 @@ def train_frozen_editors(config: FrozenEditorConfig, progress: bool = True, key:
 def save_frozen_editors(config: FrozenEditorConfig, progress: bool = True):
     """Train ``config``'s editors unless cached; the checkpoint directory (written atomically)."""
     _check(config)
-    path = checkpoint_dir("frozen_editors", frozen_editor_key(config))
-    if not (path / "record.json").exists():
-        networks, history, record = train_frozen_editors(config, progress, key=path.name)
-        with checkpoint_writer(path) as tmp:
-            for name, network in networks.items():
-                network.save_pretrained(tmp / name)
-            history.to_csv(tmp / "history.csv", index=False)
-            (tmp / "record.json").write_text(json.dumps(record, indent=2))
-        finish_partial("frozen_editors", path.name)
-    return path
+    return save_networks("frozen_editors", frozen_editor_key(config),
+                         lambda key: train_frozen_editors(config, progress, key=key))

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, stage_resume
+from .cache import cache_key, checkpoint_dir, checkpoint_writer, finish_partial, preset_config, stage_resume
 from .dual_mode import make_dual_mode_batch
 from .loop import fit
 from .next_token import ar_batch, ar_loss
@@ -98,9 +98,7 @@ def lora_key(preset: str) -> str:
 
 
 def _preset(preset: str):
-    if preset not in LORA_PRESETS:
-        raise ValueError(f"preset must be one of {list(LORA_PRESETS)}, got {preset!r}")
-    return LORA_PRESETS[preset]
+    return preset_config(LORA_PRESETS, preset)
 
 
 def adapter_loss(peft_model, batch, teacher_weight: float) -> tuple[torch.Tensor, dict[str, float]]:
