@@ -57,7 +57,8 @@ def measure(folder: Path, n_prompts: int, seed: int) -> pd.DataFrame:
     runs = bench.run_grid(model, prompts, [bench.Method("linear", 31)], max_new_tokens=caps,
                           eos_token_id=tokenizer.eos_token_id, seed=seed)
     split = repetition.acceptance_by_repetition(runs)
-    real = repetition.reference_shares(tokenizer, counts, caps, seed)
+    real = repetition.reference_shares(tokenizer, counts, caps, seed).rename(
+        columns={"mean_tokens": "reference_mean_tokens"})
     table = runs.groupby("slice").agg(responses=("tokens", "size"), mean_tokens=("tokens", "mean"),
                                       repetition=("repetition", "mean"))
     table["tokens_per_iteration"] = runs.groupby("slice").apply(
