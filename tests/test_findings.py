@@ -86,3 +86,38 @@ def test_rewording_a_finding_leaves_every_result_current():
     parts = versions.version_parts("11_packed_ss_greedy", "cpu")["code"]
     assert not set(parts) & set(versions.PRESENTATION)
     assert "spec_lib.studies.bench" in parts                   # a study module still counts
+
+
+def _split_row(slice_, method, fresh, repeated, temperature=None, repetition=0.5, reference=0.05):
+    """One row of a repetition report (``fresh`` / ``repeated``: (tokens per iteration, iterations) or None)."""
+    row = {"slice": slice_, "method": method, "responses": 2, "repetition": repetition, "reference_repetition": reference,
+           "fresh_tokens_per_iteration": fresh and fresh[0], "fresh_iterations": fresh and fresh[1],
+           "repeated_tokens_per_iteration": repeated and repeated[0], "repeated_iterations": repeated and repeated[1]}
+    return row if temperature is None else {"temperature": temperature, **row}
+
+
+def test_the_repetition_row_reads_the_report_and_is_absent_without_one():
+    """The row pools each method's fresh and repeated iterations over slices (weighted by their
+    counts), sets each slice's output share against the real text's, per temperature; a result
+    without a report (published before it existed) gets no row."""
+    assert findings.repetition({"absolute": []}) is None and findings.repetition({"repetition_report": []}) is None
+    rows = [_split_row("code", "ar", None, None, 0.0, 0.6),
+            _split_row("code", "deer k=8", (2.0, 10), (6.0, 30), 0.0, 0.6),
+            _split_row("math", "ar", None, None, 0.0, 0.2, 0.1),
+            _split_row("math", "deer k=8", (3.0, 30), (5.0, 10), 0.0, 0.2, 0.1),
+            _split_row("math", "ar_draft k=8", (1.0, 5), (1.0, 5), 0.0, 0.2, 0.1),
+            _split_row("code", "deer k=8", (1.5, 40), (None, 0), 0.6, 0.04)]
+    made = findings.repetition({"repetition_report": rows}, ["deer k=8"])
+    assert made.verdict == "measured" and "earned on loops" in made.claim
+    assert made.measured == ("T = 0: repeated 4-grams, outputs vs real text: code 60% vs 5%, math 20% vs 10%; "
+                             "tokens per iteration, fresh / repeated iterations: deer k=8 2.75 / 5.75 (40 / 40); "
+                             "T = 0.6: repeated 4-grams, outputs vs real text: code 4% vs 5%; tokens per iteration, "
+                             "fresh / repeated iterations: deer k=8 1.50 / n/a (40 / 0)")
+    # negative control: without a method list every method with iterations is read, AR never
+    every = findings.repetition({"repetition_report": [r for r in rows if r["temperature"] == 0.0]}).measured
+    assert every.startswith("T = 0: ") and "T = 0.6" not in every
+    assert "deer k=8 2.75 / 5.75 (40 / 40), ar_draft k=8 1.00 / 1.00 (5 / 5)" in every and " ar " not in every
+    # a report without temperatures (notebooks 11-13) names none
+    plain = [{k: v for k, v in r.items() if k != "temperature"} for r in rows[:2]]
+    assert findings.repetition({"repetition_report": plain}).measured.startswith("repeated 4-grams")
+

@@ -29,7 +29,7 @@ def _finding(made: findings.Report, words: str) -> findings.Finding:
 
 def _check_text(made: findings.Report) -> None:
     assert made.headline.endswith(".") and "\n" not in made.headline and "|" not in made.headline
-    assert 2 <= len(made.findings) <= 6
+    assert 2 <= len(made.findings) <= 7                      # 7: with the repetition row
     for x in made.findings:
         assert x.verdict in findings.VERDICTS
         assert "nan" not in (x.measured + " " + made.headline).lower().replace(",", " ").replace(";", " ").split()
@@ -48,6 +48,22 @@ def _null_intervals(value):
 
 def _macro(rows: list[dict], method: str, temperature: float = 0.0) -> dict:
     return next(r for r in rows if r["method"] == method and r["slice"] == "macro" and r["temperature"] == temperature)
+
+
+def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
+    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
+    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
+    repeat 50%, the real text 5%."""
+    rows = []
+    for t in temperatures:
+        for s in slices:
+            for m in methods:
+                ar = m == "ar"
+                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
+                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
+                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
+                rows.append(row if t is None else {"temperature": t, **row})
+    return rows
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
@@ -254,3 +270,25 @@ def test_dedit_frozen_editors():
     # without the selection ablations (an editor set of Table 2(b) alone)
     m["ablation"] = [r for r in m["ablation"] if r["editor"] in ("full", "no_joint", "no_mix", "no_both")]
     _check_text(_report("35_dedit_frozen_editors", result))
+
+
+@pytest.mark.parametrize("notebook, shown, hidden", [
+    ("31_dedit_decoding", ["dflash P1", "dedit P3", "dedit W=32 P3"], ["dedit w/o ProposalMix P3"]),
+    ("33_dedit_baselines", ["dedit W=32 P3", "domino", "dspark", "dflash P1"], ["domino W=32", "dspark (cut < 0.5)"])])
+def test_tau_is_read_beside_the_repetition_report(notebook, shown, hidden):
+    """No row from the committed results (they predate the report); with one, per temperature the
+    output share against the real text's and the main drafters' fresh / repeated tokens per round."""
+    result = _result(notebook)
+    assert not [x for x in _report(notebook, result).findings if "earned on" in x.claim]
+    result["metrics"]["repetition_report"] = repetition_report(["ar", *shown, *hidden], ("code", "stdlib", "math"),
+                                                               (0.0, 1.0))
+    made = _report(notebook, result)
+    _check_text(made)
+    row = _finding(made, "earned on")
+    assert row.verdict == "measured" and row.measured.startswith("T = 0: ") and "; T = 1: " in row.measured
+    assert row.measured.count("code 50% vs 5%, stdlib 50% vs 5%, math 50% vs 5%") == 2
+    for method in shown:
+        assert row.measured.count(f"{method} 2.00 / 6.00 (30 / 90)") == 2
+    for method in hidden:
+        assert f"{method} 2.00" not in row.measured
+

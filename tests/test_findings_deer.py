@@ -18,7 +18,7 @@ def _result(notebook: str) -> dict:
 def _report(notebook: str, result: dict) -> findings.Report:
     made = findings.report(findings_deer.FINDINGS, notebook, result)
     assert made.headline and "\n" not in made.headline and "|" not in made.headline
-    assert 2 <= len(made.findings) <= 6
+    assert 2 <= len(made.findings) <= 7                      # 7: with the repetition row
     for finding in made.findings:
         assert finding.claim and finding.measured and "\n" not in finding.claim + finding.measured
         assert "nan" not in finding.measured.lower().split(), finding.measured
@@ -90,6 +90,22 @@ def test_alignment_with_missing_values():
 
 
 # ----- 21: decoding -------------------------------------------------------------------------------
+
+def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
+    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
+    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
+    repeat 50%, the real text 5%."""
+    rows = []
+    for t in temperatures:
+        for s in slices:
+            for m in methods:
+                ar = m == "ar"
+                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
+                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
+                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
+                rows.append(row if t is None else {"temperature": t, **row})
+    return rows
+
 
 def _main(result: dict, temperature: float, slice_: str, kind: str) -> dict:
     return next(r for r in result["metrics"]["main"] if r["temperature"] == temperature and r["slice"] == slice_
@@ -181,6 +197,19 @@ def test_decoding_on_a_reduced_result():
     assert "compiled" not in _row(made, "execution path").measured
     assert "on the eager path:" in _row(made, "lossless").measured
 
+
+
+def test_decoding_reads_tau_beside_the_repetition_report():
+    """No row from the committed result (it predates the report); with one, per temperature the output
+    share against the real text's and DEER's and the AR drafter's fresh / repeated tokens per iteration."""
+    result = copy.deepcopy(_result("21_deer_decoding"))
+    assert not [x for x in _report("21_deer_decoding", result).findings if "earned on" in x.claim]
+    result["metrics"]["repetition_report"] = repetition_report(["ar", "deer k=8", "ar_draft k=8"],
+                                                               temperatures=(0.0, 0.6))
+    row = _row(_report("21_deer_decoding", result), "earned on")
+    assert row.verdict == "measured" and row.measured.startswith("T = 0: ") and "; T = 0.6: " in row.measured
+    assert row.measured.count("deer k=8 2.00 / 6.00 (20 / 60), ar_draft k=8 2.00 / 6.00 (20 / 60)") == 2
+    assert row.measured.count("code 50% vs 5%") == 2
 
 # ----- 22: exact sampling -------------------------------------------------------------------------
 

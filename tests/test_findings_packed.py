@@ -24,7 +24,7 @@ def make(notebook: str, result: dict) -> findings.Report:
     """The report, checked as the README and the notebooks need it."""
     made = findings.report(fp.FINDINGS, notebook, result)
     assert "\n" not in made.headline and "|" not in made.headline and made.headline.endswith(".")
-    assert 2 <= len(made.findings) <= 6, len(made.findings)
+    assert 2 <= len(made.findings) <= 7, len(made.findings)       # 7: with the repetition row
     for finding in made.findings:
         assert "\n" not in finding.claim + finding.measured and "|" not in finding.claim + finding.measured
         assert "nan" not in finding.measured.lower().split(), finding.measured
@@ -54,6 +54,22 @@ def above_one(row: dict, key: str) -> str:
 
 def one_verdict(verdicts: list[str]) -> str:
     return verdicts[0] if len(set(verdicts)) == 1 else "mixed"
+
+
+def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
+    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
+    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
+    repeat 50%, the real text 5%."""
+    rows = []
+    for t in temperatures:
+        for s in slices:
+            for m in methods:
+                ar = m == "ar"
+                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
+                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
+                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
+                rows.append(row if t is None else {"temperature": t, **row})
+    return rows
 
 
 def test_every_packed_notebook_has_findings():
@@ -357,3 +373,29 @@ def test_14_reduced_result_builds():
     assert finding(made, "cost model").verdict == "not resolved"
     paths = finding(made, "over Linear-SS on each execution path")
     assert "compiled" not in paths.measured and "n/a" in paths.measured
+
+
+# ----- repetition beside acceptance (11-13) -------------------------------------------------------
+
+@pytest.mark.parametrize("notebook, shown, hidden", [
+    ("11_packed_ss_greedy", ["packed B=32", "linear B=32"], ["quadratic B=8"]),
+    ("12_packed_ss_sampling", ["packed B=32", "linear B=32"], ["quadratic B=8"]),
+    ("13_block_size_probe", ["linear B=16", "packed B=8", "quadratic B=4"], ["linear B=4"])])
+def test_repetition_row_reads_the_report(notebook, shown, hidden):
+    """No row from a result without a report (the committed ones); with one, the output share
+    against the real text's and the main schedules' fresh / repeated tokens per iteration
+    (13: the schedules at their best block size), never AR's."""
+    result = copy.deepcopy(committed(notebook))
+    assert not [x for x in make(notebook, result).findings if "earned on" in x.claim]
+    result["metrics"]["repetition_report"] = repetition_report(["ar", *shown, *hidden])
+    row = finding(make(notebook, result), "earned on")
+    assert row.verdict == "measured"
+    assert "outputs vs real text: code 50% vs 5%, stdlib 50% vs 5%" in row.measured
+    for method in shown:
+        assert f"{method} 2.00 / 6.00 (20 / 60)" in row.measured
+    assert not [m for m in [*hidden, "ar"] if f" {m} " in row.measured]
+    # negative control: a schedule that accepts only on loops has no fresh tokens per iteration
+    for r in result["metrics"]["repetition_report"]:
+        r["fresh_tokens_per_iteration"], r["fresh_iterations"] = (None, 0) if r["method"] != "ar" else (None, None)
+    assert f"{shown[0]} n/a / 6.00 (0 / 60)" in finding(make(notebook, result), "earned on").measured
+

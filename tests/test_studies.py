@@ -29,6 +29,94 @@ def test_acceptance_by_repetition_splits_iterations():
     assert table["fresh_tokens_per_iteration"] == 4.0 and table["repeated_tokens_per_iteration"] == 4.0
 
 
+class _WordTokenizer:
+    """One id per distinct word, as a Hugging Face tokenizer is called."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [[self.ids.setdefault(w, len(self.ids)) for w in t.split()] for t in texts]}
+
+
+@pytest.fixture
+def real_text(monkeypatch):
+    """Two prompts per slice "s": the real continuation of prompt 0 loops (5 of its 12 tokens close a
+    seen 4-gram), that of prompt 1 never repeats."""
+    from spec_lib.training import data
+
+    texts = ["x y z w x y z w x y z w", "p q r s t u"]
+    monkeypatch.setattr(data, "eval_examples", lambda name, n, seed=0: [data.EvalExample("", t) for t in texts[:n]])
+    return _WordTokenizer()
+
+
+def _runs(rows):
+    return pd.DataFrame([{"slice": "s", "sample": 0, **r} for r in rows])
+
+
+def test_repetition_report_reads_loops_against_the_real_text(real_text):
+    loop = [1, 2, 3, 4] * 5                                   # 13 of 20 tokens close a seen 4-gram (from index 7)
+    runs = _runs([
+        {"prompt": 0, "method": "spec", "schedule": "linear", "output": loop, "accepted": [4, 4, 4, 4, 4]},
+        {"prompt": 1, "method": "spec", "schedule": "linear", "output": list(range(20)), "accepted": [10, 5, 5]},
+        {"prompt": 0, "method": "ar", "schedule": "ar", "output": loop, "accepted": [1] * 20},
+        {"prompt": 1, "method": "ar", "schedule": "ar", "output": list(range(20)), "accepted": [1] * 20}])
+    report = repetition.repetition_report(runs, real_text, {"s": 2}, 100).set_index("method")
+    assert list(report.columns) == ["slice", *repetition.REPORT_COLUMNS]
+    spec, ar = report.loc["spec"], report.loc["ar"]
+    assert spec["responses"] == ar["responses"] == 2
+    assert spec["repetition"] == ar["repetition"] == pytest.approx((13 / 20 + 0) / 2)
+    assert spec["reference_repetition"] == pytest.approx((5 / 12 + 0) / 2)
+    # the loop's first iteration is fresh, its other four touch repeated text; the fresh output's three are fresh
+    assert (spec["fresh_iterations"], spec["repeated_iterations"]) == (4, 4)
+    assert spec["fresh_tokens_per_iteration"] == pytest.approx((4 + 10 + 5 + 5) / 4)
+    assert spec["repeated_tokens_per_iteration"] == 4.0
+    # plain AR keeps its repetition share and has no draft to split
+    assert ar[list(repetition.REPORT_COLUMNS[3:])].isna().all()
+
+
+def test_repetition_report_negative_controls(real_text):
+    """A looped output reads near 1 and lands in the repeated column; reordering the same accepted
+    lengths moves iterations between the columns; a fresh output and fresh real text read 0."""
+    looped = [7] * 200                                        # every token from index 4 on repeats
+    report = repetition.repetition_report(
+        _runs([{"prompt": 1, "method": "m", "output": looped, "accepted": [1] + [3] * 66 + [1]}]),
+        real_text, {"s": 2}, 100).iloc[0]
+    assert report["repetition"] > 0.95 and report["reference_repetition"] == 0.0
+    assert (report["fresh_iterations"], report["repeated_iterations"]) == (2, 66)
+
+    output = [9, 8, 7, 6, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4]  # repeated from index 11 on
+    split = {}
+    for order in ([8, 2, 6], [6, 8, 2]):
+        row = repetition.repetition_report(_runs([{"prompt": 0, "method": "m", "output": output, "accepted": order}]),
+                                           real_text, {"s": 2}, 100).iloc[0]
+        split[tuple(order)] = (row["fresh_iterations"], row["fresh_tokens_per_iteration"],
+                               row["repeated_iterations"], row["repeated_tokens_per_iteration"])
+    assert split[(8, 2, 6)] == (2, 5.0, 1, 6.0) and split[(6, 8, 2)] == (1, 6.0, 2, 5.0)
+
+    fresh = repetition.repetition_report(_runs([{"prompt": 1, "method": "m", "output": list(range(30)),
+                                                 "accepted": [3] * 10}]), real_text, {"s": 2}, 100).iloc[0]
+    assert fresh["repetition"] == 0.0 and fresh["repeated_iterations"] == 0
+    assert np.isnan(fresh["repeated_tokens_per_iteration"]) and fresh["fresh_tokens_per_iteration"] == 3.0
+
+
+def test_repetition_report_by_temperature_prompt_subsets_and_bad_input(real_text):
+    """``{temperature: runs}`` groups by temperature first; the real text's share is that of the
+    prompts each group decoded (T > 0 on prompt 0 only here), cut to the cap; misaligned
+    accepted lengths and missing columns are refused."""
+    greedy = _runs([{"prompt": p, "method": "m", "output": [1, 2, 3], "accepted": [2, 1]} for p in (0, 1)])
+    report = repetition.repetition_report({0.0: greedy, 1.0: greedy[greedy["prompt"] == 0]}, real_text,
+                                          {"s": 2}, {"s": 8})
+    assert list(report.columns[:3]) == ["temperature", "slice", "method"]
+    by_t = report.set_index("temperature")["reference_repetition"]
+    assert by_t[1.0] == pytest.approx(1 / 8) and by_t[0.0] == pytest.approx(1 / 16)   # prompt 0 cut to 8 tokens
+    with pytest.raises(ValueError, match="add up to 4, the output has 3 tokens"):
+        repetition.repetition_report(_runs([{"prompt": 0, "method": "m", "output": [1, 2, 3], "accepted": [2, 2]}]),
+                                     real_text, {"s": 2}, 8)
+    with pytest.raises(ValueError, match=r"lack the columns \['accepted'\]"):
+        repetition.repetition_report(greedy.drop(columns=["accepted"]), real_text, {"s": 2}, 8)
+
+
 def _identity(identical, responses):
     return pd.DataFrame({"slice": ["s"], "method": ["m"], "identical": [identical], "responses": [responses]})
 

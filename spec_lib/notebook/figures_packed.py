@@ -114,7 +114,10 @@ def decomposition(table: pd.DataFrame, baseline: str, slices):
 
 
 def acceptance_vs_repetition(table: pd.DataFrame):
-    """Tokens per iteration on fresh and on repeated text, per slice and method."""
+    """Tokens per iteration on fresh and on repeated text, per slice and method (methods with no
+    iterations to split, plain AR in :func:`spec_lib.studies.repetition.repetition_report`, left out)."""
+    split = ["fresh_tokens_per_iteration", "repeated_tokens_per_iteration"]
+    table = table.dropna(subset=split, how="all")
     long = table.melt(id_vars=["slice", "method"], value_vars=["fresh_tokens_per_iteration",
                                                                 "repeated_tokens_per_iteration"],
                       var_name="text", value_name="tokens per iteration")

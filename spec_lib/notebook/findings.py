@@ -150,6 +150,51 @@ def combine(verdicts: Sequence[str]) -> str:
     return "disagrees" if "disagrees" in unique else "not resolved"
 
 
+def _pooled(rows: list[dict], kind: str) -> tuple[float, int]:
+    """Tokens per iteration over the ``kind`` ("fresh" / "repeated") iterations of ``rows``, pooled
+    (weighted by each row's iterations), and the number of those iterations."""
+    pairs = [(number(r[f"{kind}_tokens_per_iteration"]), number(r[f"{kind}_iterations"])) for r in rows]
+    pairs = [(v, c) for v, c in pairs if math.isfinite(v) and math.isfinite(c) and c > 0]
+    count = sum(c for _, c in pairs)
+    return (sum(v * c for v, c in pairs) / count if count else math.nan), int(count)
+
+
+def repetition(metrics: dict, methods: Sequence[str] | None = None) -> Finding | None:
+    """The row that reads tau and speedup beside the text they were earned on, from
+    ``metrics["repetition_report"]`` (:func:`spec_lib.studies.repetition.repetition_report`): per
+    slice the share of output tokens that repeat an earlier 4-gram against the real text's, and for
+    each of ``methods`` (default: every method with iterations to split) the tokens per iteration on
+    fresh and on repeated iterations, pooled over slices; per temperature where the report has one.
+    ``None`` for a result published before the report existed."""
+    rows = metrics.get("repetition_report")
+    if not rows:
+        return None
+    by_temperature: dict = {}
+    for r in rows:
+        by_temperature.setdefault(r.get("temperature"), []).append(r)
+    parts = []
+    for t, group in by_temperature.items():
+        slices: dict[str, list[dict]] = {}
+        by_method: dict[str, list[dict]] = {}
+        for r in group:
+            slices.setdefault(r["slice"], []).append(r)
+            by_method.setdefault(r["method"], []).append(r)
+        shown = [m for m in (methods if methods is not None else by_method) if m in by_method]
+        split = [(m, _pooled(by_method[m], "fresh"), _pooled(by_method[m], "repeated")) for m in shown]
+        split = [(m, fresh, repeated) for m, fresh, repeated in split if fresh[1] + repeated[1]]
+        text = ("repeated 4-grams, outputs vs real text: " + ", ".join(
+            f"{s} {span([100 * r['repetition'] for r in rs], 0)}% vs "
+            f"{span([100 * number(r['reference_repetition']) for r in rs], 0)}%" for s, rs in slices.items()))
+        if split:
+            text += "; tokens per iteration, fresh / repeated iterations: " + ", ".join(
+                f"{m} {num(fresh[0])} / {num(repeated[0])} ({fresh[1]} / {repeated[1]})" for m, fresh, repeated in split)
+        parts.append(text if t is None else f"T = {number(t):g}: {text}")
+    return Finding("Acceptance read beside the text it was earned on: how much of the output repeats itself, against "
+                   "the real continuations of the same prompts, and tokens per iteration on iterations whose tokens "
+                   "are all fresh vs those touching repeated text (the project's question: acceptance earned on loops "
+                   "says little about drafting)", "; ".join(parts), "measured")
+
+
 # ----- reading and showing -----------------------------------------------------------------------
 
 def read_result(notebook: str, profile: str) -> dict:

@@ -44,6 +44,13 @@ def _change(old, new) -> str:
     return f"{f.signed(100 * (f.number(new) / f.number(old) - 1), 1)}%"
 
 
+def _with_repetition(findings: list[f.Finding], m: dict, methods: list[str]) -> list[f.Finding]:
+    """``findings`` and, where the result has a repetition report, the row that reads tau beside the
+    repetition of the text (:func:`spec_lib.notebook.findings.repetition`)."""
+    row = f.repetition(m, methods)
+    return findings if row is None else [*findings, row]
+
+
 def _exactness(ex: dict) -> f.Finding:
     """Greedy outputs against AR's (``metrics["exactness"]``)."""
     return f.exactness(ex, "Verification keeps the target's output: greedy speculative decoding equals AR decoding "
@@ -170,7 +177,7 @@ def dedit_decoding(result: dict) -> f.Report:
         f"{'yes' if result['checks']['early_exit_outputs_identical'] else 'no'}",
         f.combine([_side(full["passes_per_round"] - early["passes_per_round"]), _side(early["speedup"] - full["speedup"])])
         if result["checks"]["early_exit_outputs_identical"] else "disagrees"))
-    return f.Report(headline, findings)
+    return f.Report(headline, _with_repetition(findings, m, [dflash, dedit, wide]))
 
 
 def dedit_analysis(result: dict) -> f.Report:
@@ -277,7 +284,7 @@ def dedit_baselines(result: dict) -> f.Report:
                   + f"; every head's objective fell: {'yes' if result['checks']['heads_learned'] else 'no'}",
                   "measured"),
     ]
-    return f.Report(headline, findings)
+    return f.Report(headline, _with_repetition(findings, m, [dedit, *baselines]))
 
 
 def dedit_future_context(result: dict) -> f.Report:

@@ -205,7 +205,8 @@ def deer_decoding(result: dict) -> f.Report:
                      if compiling else ""),
                   "measured"),
     ]
-    return f.Report(headline, findings)
+    repetition = f.repetition(m, list(dict.fromkeys(r["method"] for r in m["main"] if _kind(r["method"]) != "ar")))
+    return f.Report(headline, findings if repetition is None else [*findings, repetition])
 
 
 def deer_exact_sampling(result: dict) -> f.Report:

@@ -46,6 +46,13 @@ def _cost_verdict(rows: list[dict]) -> str:
     return "agrees" if within == len(errors) else "mixed" if within else "disagrees"
 
 
+def _with_repetition(findings: list[f.Finding], m: dict, methods: list[str]) -> list[f.Finding]:
+    """``findings`` and, where the result has a repetition report, the row that reads its tokens per
+    iteration beside the repetition of the text (:func:`spec_lib.notebook.findings.repetition`)."""
+    row = f.repetition(m, methods)
+    return findings if row is None else [*findings, row]
+
+
 def _exactness(ex: dict) -> f.Finding:
     """Greedy outputs against AR's (``metrics["exactness"]``)."""
     return f.exactness(ex, "Every schedule's greedy output is token-identical to AR greedy decoding (seed 000, Sec. 3)")
@@ -141,7 +148,7 @@ def packed_ss_greedy(result: dict) -> f.Report:
                       f"{s} {r['method']} {f.times(r['speedup'])}" for s, r in best.items()),
                   "measured"),
     ]
-    return f.Report(headline, findings)
+    return f.Report(headline, _with_repetition(findings, m, [packed, eager[0]["baseline"]]))
 
 
 def packed_ss_sampling(result: dict) -> f.Report:
@@ -194,7 +201,7 @@ def packed_ss_sampling(result: dict) -> f.Report:
                   + f"; Linear-SS tokens per iteration {f.span([r['tokens_per_iteration'] for r in linear.values()])}, "
                   f"repeated tokens {f.span([100 * r['repetition'] for r in m['absolute']], 0)}%", "measured"),
     ]
-    return f.Report(headline, findings)
+    return f.Report(headline, _with_repetition(findings, m, [packed, rows[0]["baseline"]]))
 
 
 def block_size_probe(result: dict) -> f.Report:
@@ -248,7 +255,7 @@ def block_size_probe(result: dict) -> f.Report:
             "question)",
             "compiled path, best B and speedup over the compiled AR: " + "; ".join(
                 f"{r['slice']} {r['method']} {f.interval(r, 'throughput_ratio')}" for r in compiled), "measured"))
-    return f.Report(headline, findings)
+    return f.Report(headline, _with_repetition(findings, m, list(dict.fromkeys(r["method"] for r in at_best))))
 
 
 def timing_decomposition(result: dict) -> f.Report:
