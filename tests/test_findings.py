@@ -90,7 +90,8 @@ def test_rewording_a_finding_leaves_every_result_current():
 
 def _split_row(slice_, method, fresh, repeated, temperature=None, repetition=0.5, reference=0.05):
     """One row of a repetition report (``fresh`` / ``repeated``: (tokens per iteration, iterations) or None)."""
-    row = {"slice": slice_, "method": method, "responses": 2, "repetition": repetition, "reference_repetition": reference,
+    row = {"slice": slice_, "method": method, "responses": 2, "repetition": repetition,
+           "reference_repetition": reference,
            "fresh_tokens_per_iteration": fresh and fresh[0], "fresh_iterations": fresh and fresh[1],
            "repeated_tokens_per_iteration": repeated and repeated[0], "repeated_iterations": repeated and repeated[1]}
     return row if temperature is None else {"temperature": temperature, **row}

@@ -32,11 +32,14 @@ def test_progress_bars_are_dropped_and_warnings_kept():
     cell = nbformat.v4.new_code_cell("x")
     bar = "\rdecoding:   0%|          | 0/6 [00:00<?, ?it/s]\rdecoding: 100%|██████████| 6/6 [00:01<00:00,  3.70it/s]\n"
     cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text=bar),
+                    nbformat.v4.new_output("stream", name="stderr", text="\x1b[A"),      # a nested bar's cursor move
                     nbformat.v4.new_output("stream", name="stderr", text="UserWarning: something\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="\x1b[AUserWarning: kept\n"),
                     nbformat.v4.new_output("stream", name="stdout", text="10%|x| printed by the cell\n")]
     nb.cells = [cell]
     kept = report.drop_progress_bars(nb).cells[0].outputs
-    assert [o.text for o in kept] == ["UserWarning: something\n", "10%|x| printed by the cell\n"]
+    assert [o.text for o in kept] == ["UserWarning: something\n", "\x1b[AUserWarning: kept\n",
+                                      "10%|x| printed by the cell\n"]
 
 
 def test_report_refuses_what_it_cannot_build(tmp_path, monkeypatch):

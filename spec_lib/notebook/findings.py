@@ -187,7 +187,8 @@ def repetition(metrics: dict, methods: Sequence[str] | None = None) -> Finding |
             f"{span([100 * number(r['reference_repetition']) for r in rs], 0)}%" for s, rs in slices.items()))
         if split:
             text += "; tokens per iteration, fresh / repeated iterations: " + ", ".join(
-                f"{m} {num(fresh[0])} / {num(repeated[0])} ({fresh[1]} / {repeated[1]})" for m, fresh, repeated in split)
+                f"{m} {num(fresh[0])} / {num(repeated[0])} ({fresh[1]} / {repeated[1]})"
+                for m, fresh, repeated in split)
         parts.append(text if t is None else f"T = {number(t):g}: {text}")
     return Finding("Acceptance read beside the text it was earned on: how much of the output repeats itself, against "
                    "the real continuations of the same prompts, and tokens per iteration on iterations whose tokens "

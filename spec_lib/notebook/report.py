@@ -24,6 +24,7 @@ from ..io import atomic_write_bytes, output_root
 from .params import check_profile
 
 _BAR = re.compile(r"^\s*(.*?:\s*)?\d+%\|.*\|.*$")          # a tqdm frame: "desc:  40%|████      | 4/10 [...]"
+_CURSOR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")              # tqdm's cursor moves between nested bars
 
 
 def report_dir(profile: str) -> Path:
@@ -36,7 +37,7 @@ def runs_dir(profile: str) -> Path:
 
 def _is_progress(text: str) -> bool:
     """Whether a stream's text is only progress-bar frames and blank clears."""
-    frames = [line for chunk in text.split("\n") for line in chunk.split("\r")]
+    frames = [line for chunk in _CURSOR.sub("", text).split("\n") for line in chunk.split("\r")]
     return all(not line.strip() or _BAR.match(line) for line in frames)
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from ..io import atomic_directory
 from ..training.cache import (MANIFEST, TRAINED_ON, artifacts_dir, checkpoint_files, committed_dir, read_manifest,
                     retrain_requested, sha256_file, verify_checkpoint)
+from .params import results_dir
 
 DTYPES = ("float32", "float16")
 
@@ -265,8 +266,6 @@ def unlisted_users_of_pending(profile: str, listed) -> dict[str, list[str]]:
     """``{"<preset> (<kind>)": [result stems]}``: committed results that used a checkpoint which is
     now pending and are not among ``listed``, the stems the stale ledger lists
     (:func:`spec_lib.notebook.versions.read_ledger`); empty when all is well."""
-    from .results import results_dir
-
     names = {f"{c.preset} ({c.kind})" for c in pending(profile)}
     found: dict[str, list[str]] = {}
     for path in sorted(results_dir(profile).glob("*.json")):

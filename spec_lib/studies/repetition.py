@@ -151,7 +151,8 @@ def repetition_report(runs, tokenizer, counts: dict[str, int], caps: dict[str, i
     missing = {*by, "slice", "prompt", "output", "accepted"} - set(runs.columns)
     if missing:
         raise ValueError(f"runs lack the columns {sorted(missing)}")
-    reference = reference_by_prompt(tokenizer, counts, caps, seed, n).set_index(["slice", "prompt"])["reference_repetition"]
+    reference = (reference_by_prompt(tokenizer, counts, caps, seed, n)
+                 .set_index(["slice", "prompt"])["reference_repetition"])
     plain_ar = runs["schedule"] == "ar" if "schedule" in runs else runs["method"] == "ar"
     rows = []
     for values, part in runs.groupby(list(by), sort=False):
