@@ -260,3 +260,25 @@ def trained_heads(trained_hf_model):
         history = fit(network, make, loss, steps=150, lr=3e-3, warmup=10, progress=False)
         trained[kind] = (network.eval(), history)
     return target_hf, trained, (prompts, answers, layer_ids)
+
+
+def _synthetic_repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
+    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
+    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
+    repeat 50%, the real text 5%."""
+    rows = []
+    for t in temperatures:
+        for s in slices:
+            for m in methods:
+                ar = m == "ar"
+                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
+                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
+                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
+                rows.append(row if t is None else {"temperature": t, **row})
+    return rows
+
+
+@pytest.fixture
+def repetition_report():
+    """The builder of a synthetic ``repetition_report`` metric, for the findings tests."""
+    return _synthetic_repetition_report

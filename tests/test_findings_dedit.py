@@ -50,22 +50,6 @@ def _macro(rows: list[dict], method: str, temperature: float = 0.0) -> dict:
     return next(r for r in rows if r["method"] == method and r["slice"] == "macro" and r["temperature"] == temperature)
 
 
-def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
-    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
-    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
-    repeat 50%, the real text 5%."""
-    rows = []
-    for t in temperatures:
-        for s in slices:
-            for m in methods:
-                ar = m == "ar"
-                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
-                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
-                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
-                rows.append(row if t is None else {"temperature": t, **row})
-    return rows
-
-
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_every_report_is_well_formed(notebook):
     _check_text(_report(notebook, _result(notebook)))
@@ -275,7 +259,7 @@ def test_dedit_frozen_editors():
 @pytest.mark.parametrize("notebook, shown, hidden", [
     ("31_dedit_decoding", ["dflash P1", "dedit P3", "dedit W=32 P3"], ["dedit w/o ProposalMix P3"]),
     ("33_dedit_baselines", ["dedit W=32 P3", "domino", "dspark", "dflash P1"], ["domino W=32", "dspark (cut < 0.5)"])])
-def test_tau_is_read_beside_the_repetition_report(notebook, shown, hidden):
+def test_tau_is_read_beside_the_repetition_report(notebook, shown, hidden, repetition_report):
     """No row from the committed results (they predate the report); with one, per temperature the
     output share against the real text's and the main drafters' fresh / repeated tokens per round."""
     result = _result(notebook)

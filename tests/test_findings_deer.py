@@ -91,22 +91,6 @@ def test_alignment_with_missing_values():
 
 # ----- 21: decoding -------------------------------------------------------------------------------
 
-def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
-    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
-    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
-    repeat 50%, the real text 5%."""
-    rows = []
-    for t in temperatures:
-        for s in slices:
-            for m in methods:
-                ar = m == "ar"
-                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
-                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
-                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
-                rows.append(row if t is None else {"temperature": t, **row})
-    return rows
-
-
 def _main(result: dict, temperature: float, slice_: str, kind: str) -> dict:
     return next(r for r in result["metrics"]["main"] if r["temperature"] == temperature and r["slice"] == slice_
                 and r["method"].split()[0] == kind)
@@ -199,7 +183,7 @@ def test_decoding_on_a_reduced_result():
 
 
 
-def test_decoding_reads_tau_beside_the_repetition_report():
+def test_decoding_reads_tau_beside_the_repetition_report(repetition_report):
     """No row from the committed result (it predates the report); with one, per temperature the output
     share against the real text's and DEER's and the AR drafter's fresh / repeated tokens per iteration."""
     result = copy.deepcopy(_result("21_deer_decoding"))

@@ -56,22 +56,6 @@ def one_verdict(verdicts: list[str]) -> str:
     return verdicts[0] if len(set(verdicts)) == 1 else "mixed"
 
 
-def repetition_report(methods, slices=("code", "stdlib"), temperatures=(None,)) -> list[dict]:
-    """A synthetic ``repetition_report`` metric (the committed cpu results predate it): every method
-    2 tokens per fresh iteration (10 per slice) and 6 per repeated one (30), AR unsplit; outputs
-    repeat 50%, the real text 5%."""
-    rows = []
-    for t in temperatures:
-        for s in slices:
-            for m in methods:
-                ar = m == "ar"
-                row = {"slice": s, "method": m, "responses": 4, "repetition": 0.5, "reference_repetition": 0.05,
-                       "fresh_tokens_per_iteration": None if ar else 2.0, "fresh_iterations": None if ar else 10,
-                       "repeated_tokens_per_iteration": None if ar else 6.0, "repeated_iterations": None if ar else 30}
-                rows.append(row if t is None else {"temperature": t, **row})
-    return rows
-
-
 def test_every_packed_notebook_has_findings():
     assert set(NOTEBOOKS) <= set(fp.FINDINGS)
     for notebook in NOTEBOOKS:
@@ -381,7 +365,7 @@ def test_14_reduced_result_builds():
     ("11_packed_ss_greedy", ["packed B=32", "linear B=32"], ["quadratic B=8"]),
     ("12_packed_ss_sampling", ["packed B=32", "linear B=32"], ["quadratic B=8"]),
     ("13_block_size_probe", ["linear B=16", "packed B=8", "quadratic B=4"], ["linear B=4"])])
-def test_repetition_row_reads_the_report(notebook, shown, hidden):
+def test_repetition_row_reads_the_report(notebook, shown, hidden, repetition_report):
     """No row from a result without a report (the committed ones); with one, the output share
     against the real text's and the main schedules' fresh / repeated tokens per iteration
     (13: the schedules at their best block size), never AR's."""
