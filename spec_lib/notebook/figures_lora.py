@@ -4,8 +4,8 @@ figure from study tables and returns it."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+import seaborn as sns
 
 
 def training_curves(trained):
@@ -29,17 +29,16 @@ def table5(table: pd.DataFrame):
     fig, ax = plt.subplots(figsize=(9, 4.2))
     schedules = list(dict.fromkeys(table["schedule"]))
     models = list(dict.fromkeys(table["lm"]))
-    step = 0.8 / len(models)
-    for k, model in enumerate(models):
+    sns.barplot(table, x="schedule", y="model_ms_per_iteration", hue="lm", order=schedules, hue_order=models,
+                errorbar=None, ax=ax)
+    for container, model in zip(ax.containers, models):
         part = table[table["lm"] == model].set_index("schedule").loc[schedules]
-        x = np.arange(len(schedules)) + step * (k - (len(models) - 1) / 2)
-        ax.bar(x, part["model_ms_per_iteration"], width=step, label=model)
-        for xi, (ms, sel, ev) in zip(x, part[["model_ms_per_iteration", "selected", "evaluated"]].to_numpy()):
-            ax.text(xi, ms, f"{int(ev)}/{int(sel)}", ha="center", va="bottom", fontsize=7)
-    labels = [f"{s} (B={int(table[table['schedule'] == s]['B'].iloc[0])})" for s in schedules]
-    ax.set_xticks(np.arange(len(schedules)), labels)
-    ax.set(ylabel="model ms per iteration", title="model time per iteration (Table 5); labels: adapter rows "
-                                                  "evaluated / selected")
-    ax.legend(fontsize=8)
+        ax.bar_label(container, [f"{int(ev)}/{int(sel)}" for ev, sel in part[["evaluated", "selected"]].to_numpy()],
+                     fontsize=7)
+    blocks = table.groupby("schedule")["B"].first()
+    ax.set_xticks(range(len(schedules)), [f"{s} (B={int(blocks[s])})" for s in schedules])
+    ax.set(xlabel="", ylabel="model ms per iteration", title="model time per iteration (Table 5); labels: adapter rows "
+                                                              "evaluated / selected")
+    ax.legend(fontsize=8, title="")
     fig.tight_layout()
     return fig
