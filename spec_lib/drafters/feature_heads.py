@@ -1,0 +1,452 @@
+"""Feature-level drafters on the target's own hidden states: Medusa, Hydra and EAGLE-3.
+
+Reference: seed 001 (DEER), Sec. 4 compares DEER with three drafters that read the target's
+hidden states; each proposes k tokens that the target verifies with the same rule as every
+other drafter here (seed 001, Eq. 5-6), so decoding stays lossless whatever they propose:
+
+* **Medusa** (Cai et al., 2024): k independent heads on the target's last hidden state h_t;
+  head i (a residual SiLU block, then the LM head) proposes x_{t+1+i}.  The heads do not see
+  each other's proposals, so all k come from one pass (kind ``"diffusion"``, the ``drafted``
+  schedule, like DEER's block drafter).
+* **Hydra** (Ankner et al., 2024): sequentially dependent heads.  Head i reads h_t and the
+  embeddings of the tokens before its slot (x_{t+1}, d_1, ..., d_{i-1}), so drafting takes k
+  small passes, each conditioned on the drafts before it (kind ``"ar"``, the ``ar_draft``
+  schedule).
+* **EAGLE-3** (Li et al., 2025): one decoder layer drafting autoregressively.  At a verified
+  row j its input fuses the target's low, middle and high layer features g_j with the
+  embedding of x_{j+1}; past the verified prefix the layer's own output at the row before
+  stands in for g ("training-time test": it is trained on its own outputs,
+  :meth:`Eagle3Network.unrolled`).  Kind ``"ar"``.
+
+Where they read the target: a :class:`~spec_lib.drafters.feature_target.FeatureTarget`
+keeps the hidden states of the verified rows whose K/V are cached, rows 0..n-2 for a prefix
+of n tokens.  Row n-2 is where the target produced the last prefix token x_{n-1}: it is
+Medusa's h_t with x_{t+1} = x_{n-1}, so head i proposes x_{n-1+i}.  Before the first verify
+call there are no features yet; the first round then drafts from a zero feature, so its
+drafts are mostly rejected, and exactness is unaffected.
+
+Choices of this project where the papers are silent at this scale: the heads and the EAGLE
+layer share the target's frozen embeddings and LM head (Medusa-1 gives each head its own LM
+head initialised from the target's; EAGLE-3 trains a reduced draft vocabulary); each head
+and the EAGLE layer end in their own RMSNorm before that LM head; Medusa's and Hydra's
+residual blocks start at zero (Medusa's initialisation), so every head starts as the
+target's next-token prediction.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel, Qwen3Config
+from transformers.models.qwen3.modeling_qwen3 import (Qwen3Attention, Qwen3MLP, Qwen3PreTrainedModel, Qwen3RMSNorm,
+                                                      Qwen3RotaryEmbedding, apply_rotary_pos_emb, repeat_kv)
+
+from ..models import PerThreadState
+from .base import DraftLogits, DraftOutput, SampleRule
+from .feature_target import FeatureTarget
+
+HEAD_KINDS = ("medusa", "hydra")
+
+
+class HeadsConfig(PretrainedConfig):
+    """Medusa's or Hydra's heads.
+
+    Attributes:
+        kind: ``"medusa"`` or ``"hydra"``.
+        hidden_size: H, the target's hidden size.
+        vocab_size: the target's vocabulary.
+        num_heads: k, the most tokens one round can propose.
+        feature_layer: the target layer whose output is h_t (the last one).
+        rms_norm_eps: the heads' RMSNorm epsilon.
+    """
+
+    model_type = "feature_heads"
+
+    def __init__(self, kind: str = "medusa", hidden_size: int = 64, vocab_size: int = 64, num_heads: int = 4,
+                 feature_layer: int = 0, rms_norm_eps: float = 1e-6, **kwargs) -> None:
+        self.kind = kind
+        self.hidden_size = int(hidden_size)
+        self.vocab_size = int(vocab_size)
+        self.num_heads = int(num_heads)
+        self.feature_layer = int(feature_layer)
+        self.rms_norm_eps = float(rms_norm_eps)
+        super().__init__(**kwargs)
+
+
+class _ResBlock(nn.Module):
+    """Medusa's block ``h + SiLU(W h + b)``, zero-initialised (the identity at the start)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(size, size)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + F.silu(self.linear(h))
+
+
+class FeatureHeads(PreTrainedModel):
+    """Medusa's independent heads or Hydra's sequential ones (``config.kind``).
+
+    :meth:`forward` gives the normed hidden states the target's LM head turns into logits:
+    ``(..., num_heads, H)`` for Medusa from ``h`` ``(..., H)``; for Hydra, head i also reads the
+    embeddings ``(..., i + 1, H)`` of x_{t+1} and the tokens after it, and :meth:`head` runs one.
+    """
+
+    config_class = HeadsConfig
+    base_model_prefix = "heads"
+
+    def __init__(self, config: HeadsConfig) -> None:
+        super().__init__(config)
+        if config.kind not in HEAD_KINDS:
+            raise ValueError(f"config.kind must be one of {list(HEAD_KINDS)}, got {config.kind!r}")
+        size = config.hidden_size
+        if config.kind == "hydra":               # head i reads [h; E(x_{t+1}); E(d_1..d_{i-1})]
+            self.inputs = nn.ModuleList(nn.Linear((i + 2) * size, size, bias=False) for i in range(config.num_heads))
+        self.blocks = nn.ModuleList(_ResBlock(size) for _ in range(config.num_heads))
+        self.norms = nn.ModuleList(Qwen3RMSNorm(size, eps=config.rms_norm_eps) for _ in range(config.num_heads))
+        self.post_init()
+
+    def _init_weights(self, module) -> None:
+        if isinstance(module, _ResBlock):
+            nn.init.zeros_(module.linear.weight)
+            nn.init.zeros_(module.linear.bias)
+        elif isinstance(module, nn.Linear):       # Hydra's input maps start as "take h"
+            nn.init.normal_(module.weight, std=0.02 / module.in_features ** 0.5)
+            with torch.no_grad():
+                module.weight[:, : module.out_features] += torch.eye(module.out_features)
+        elif isinstance(module, Qwen3RMSNorm):
+            nn.init.ones_(module.weight)
+
+    def head(self, i: int, h: torch.Tensor, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Head ``i`` (0-based: it proposes slot i + 1): normed hidden ``(..., H)``."""
+        if self.config.kind == "hydra":
+            if embeds is None or embeds.shape[-2] != i + 1:
+                raise ValueError(f"Hydra's head {i} reads the embeddings of {i + 1} tokens, got "
+                                 f"{None if embeds is None else embeds.shape[-2]}")
+            h = self.inputs[i](torch.cat([h, embeds.flatten(-2)], dim=-1))
+        return self.norms[i](self.blocks[i](h))
+
+    def forward(self, h: torch.Tensor, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """Every head at once, ``(..., num_heads, H)``: Medusa from ``h``; Hydra teacher-forced,
+        ``embeds`` ``(..., num_heads, H)`` holding E(x_{t+1}) .. E(x_{t+num_heads})."""
+        k = self.config.num_heads
+        if self.config.kind == "hydra":
+            return torch.stack([self.head(i, h, embeds[..., : i + 1, :]) for i in range(k)], dim=-2)
+        return torch.stack([self.head(i, h) for i in range(k)], dim=-2)
+
+
+class Eagle3Config(Qwen3Config):
+    """A Qwen3 config for EAGLE-3's one drafting layer, plus ``target_layer_ids`` (the low,
+    middle and high target layers it fuses)."""
+
+    model_type = "eagle3_drafter"
+
+    def __init__(self, target_layer_ids=(0,), **kwargs) -> None:
+        self.target_layer_ids = list(target_layer_ids)
+        super().__init__(**kwargs)
+
+
+class _CachedLayer(nn.Module):
+    """A Qwen3 decoder layer over explicit past keys and values (returns its own)."""
+
+    def __init__(self, config: Eagle3Config) -> None:
+        super().__init__()
+        self.self_attn = Qwen3Attention(config, 0)
+        self.mlp = Qwen3MLP(config)
+        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def _heads(self, x: torch.Tensor, proj: nn.Linear, norm: nn.Module | None) -> torch.Tensor:
+        head_dim = self.self_attn.head_dim
+        y = proj(x).view(*x.shape[:-1], proj.out_features // head_dim, head_dim)
+        return (norm(y) if norm is not None else y).transpose(1, 2)          # (B, heads, n, d)
+
+    def forward(self, h, cos, sin, past: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None):
+        attn = self.self_attn
+        x = self.input_layernorm(h)
+        q, k = apply_rotary_pos_emb(self._heads(x, attn.q_proj, attn.q_norm), self._heads(x, attn.k_proj, attn.k_norm),
+                                    cos, sin)
+        v = self._heads(x, attn.v_proj, None)
+        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
+        out = F.scaled_dot_product_attention(q, repeat_kv(keys, attn.num_key_value_groups),
+                                             repeat_kv(values, attn.num_key_value_groups), attn_mask=mask,
+                                             scale=attn.scaling)
+        h = h + attn.o_proj(out.transpose(1, 2).reshape(*h.shape[:-1], -1))
+        return h + self.mlp(self.post_attention_layernorm(h)), (k, v)
+
+
+class Eagle3Network(Qwen3PreTrainedModel):
+    """EAGLE-3's drafter: ``fuse`` the target features, then one layer over
+    ``fc_in([RMSNorm(E(x_{j+1})); RMSNorm(g_j)])`` at position j, whose output a_j gives the
+    logits of x_{j+2} (after ``norm`` and the target's LM head) and stands in for g_{j+1}
+    when row j+1 is a draft."""
+
+    config_class = Eagle3Config
+    base_model_prefix = "eagle3"
+    _no_split_modules = ["_CachedLayer"]
+
+    def __init__(self, config: Eagle3Config) -> None:
+        super().__init__(config)
+        size = config.hidden_size
+        self.fuse = nn.Linear(len(config.target_layer_ids) * size, size, bias=False)
+        self.embed_norm = Qwen3RMSNorm(size, eps=config.rms_norm_eps)
+        self.feature_norm = Qwen3RMSNorm(size, eps=config.rms_norm_eps)
+        self.fc_in = nn.Linear(2 * size, size, bias=False)
+        self.layer = _CachedLayer(config)
+        self.norm = Qwen3RMSNorm(size, eps=config.rms_norm_eps)
+        self.rotary_emb = Qwen3RotaryEmbedding(config)
+        self.post_init()
+
+    def step(self, embeds: torch.Tensor, feats: torch.Tensor, positions: torch.Tensor, past=None, mask=None):
+        """One pass over rows with token embeddings ``embeds`` (B, n, H) and features ``feats``
+        (B, n, H) (fused target features, or outputs a of the rows before): ``(a, normed, (k, v))``."""
+        h = self.fc_in(torch.cat([self.embed_norm(embeds), self.feature_norm(feats)], dim=-1))
+        cos, sin = self.rotary_emb(h, positions)
+        a, kv = self.layer(h, cos, sin, past, mask)
+        return a, self.norm(a), kv
+
+    def unrolled(self, features: torch.Tensor, next_embeds: torch.Tensor, depth: int) -> torch.Tensor:
+        """The training-time test: normed outputs ``(B, depth, L, H)``.
+
+        ``features`` (B, L, n_features * H) are the target's at rows 0..L-1 and ``next_embeds``
+        (B, L, H) the embeddings of x_{j+1} at row j.  Depth 0 is the causal pass over real
+        features; at depth s, row j is the s-th draft after the verified row m = j - s: its
+        feature is depth s-1's output at row j-1, and it attends to the real rows <= m and to
+        the draft rows m+1..j of its own chain (one per depth), which is what row j sees when
+        :class:`Eagle3Drafter` drafts it.  Row j at every depth predicts x_{j+2}; rows j < s
+        have no chain (their outputs are not meaningful).
+        """
+        batch, length, _ = next_embeds.shape
+        positions = torch.arange(length, device=next_embeds.device)[None].expand(batch, -1)
+        rows = torch.arange(length, device=next_embeds.device)
+        feats, keys, values, outs = self.fuse(features), [], [], []
+        for s in range(depth):
+            allowed = [rows[None, :] <= rows[:, None] - s]                  # real rows <= m = j - s
+            allowed += [rows[None, :] == rows[:, None] - s + t for t in range(1, s + 1)]   # its own chain
+            mask = torch.cat(allowed, dim=1)[None, None]
+            past = None if s == 0 else (torch.cat(keys, 2), torch.cat(values, 2))
+            a, normed, (k, v) = self.step(next_embeds, feats, positions, past, mask)
+            keys.insert(s, k)                                               # [K_0, K_1, ..., K_s] like the mask
+            values.insert(s, v)
+            outs.append(normed)
+            feats = torch.cat([torch.zeros_like(a[:, :1]), a[:, :-1]], dim=1)   # row j reads a_{j-1}
+        return torch.stack(outs, dim=1)
+
+
+def build_feature_heads(target_config, kind: str, *, num_heads: int, seed: int = 0) -> FeatureHeads:
+    """Medusa's or Hydra's heads for a target (h_t: the output of its last layer)."""
+    config = HeadsConfig(kind=kind, hidden_size=target_config.hidden_size, vocab_size=target_config.vocab_size,
+                         num_heads=num_heads, feature_layer=int(target_config.num_hidden_layers) - 1,
+                         rms_norm_eps=target_config.rms_norm_eps)
+    return _seeded(FeatureHeads, config, seed)
+
+
+def build_eagle3(target_config, target_layer_ids: list[int], seed: int = 0) -> Eagle3Network:
+    """EAGLE-3's drafting layer, as wide as the target (its heads, RoPE and vocabulary)."""
+    config = Eagle3Config(
+        target_layer_ids=target_layer_ids, vocab_size=target_config.vocab_size, hidden_size=target_config.hidden_size,
+        intermediate_size=target_config.intermediate_size, num_hidden_layers=1,
+        num_attention_heads=target_config.num_attention_heads, num_key_value_heads=target_config.num_key_value_heads,
+        head_dim=target_config.head_dim, max_position_embeddings=target_config.max_position_embeddings,
+        rope_parameters=getattr(target_config, "rope_parameters", None), rms_norm_eps=target_config.rms_norm_eps)
+    return _seeded(Eagle3Network, config, seed)
+
+
+def _seeded(cls, config, seed: int):
+    state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        return cls(config).eval()
+    finally:
+        torch.random.set_rng_state(state)
+
+
+class _State:
+    """One thread's drafter state: EAGLE's K/V over the verified rows and the rows covered."""
+
+    def __init__(self) -> None:
+        self.kv: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.rows = 0
+        self.last: torch.Tensor | None = None          # EAGLE: output a at the last verified row
+        self.rounds = 0
+
+
+class _FeatureDrafter(PerThreadState):
+    """What the three share: the target, its frozen embeddings and LM head, the checks."""
+
+    def __init__(self, target: FeatureTarget, network) -> None:
+        if not isinstance(target, FeatureTarget):
+            raise TypeError(f"target must be a spec_lib.drafters.FeatureTarget, got {type(target).__name__}")
+        if network.config.vocab_size != target.vocab_size or network.config.hidden_size != target.config.hidden_size:
+            raise ValueError("network and target must share vocabulary and hidden size, got "
+                             f"{network.config.vocab_size}/{network.config.hidden_size} and "
+                             f"{target.vocab_size}/{target.config.hidden_size}")
+        self.target = target
+        self.network = network.eval()
+        self.vocab_size = target.vocab_size
+        self.max_positions = getattr(target.config, "max_position_embeddings", None)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.network.parameters()).device
+
+    def _new_state(self) -> _State:
+        if self.network.training:
+            self.network.eval()
+        return _State()
+
+    def positions_needed(self, prefix_len: int, k: int) -> int:
+        return prefix_len + k
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.target.lm.get_output_embeddings()(hidden)
+        return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.target.lm.get_input_embeddings()(tokens)
+
+    def _new_features(self, state: _State, prefix: torch.Tensor) -> torch.Tensor:
+        """The target's features of the verified rows the drafter has not read yet."""
+        new = self.target.features_from(state.rows)
+        if state.rows + new.shape[0] not in (0, prefix.numel() - 1):
+            raise RuntimeError(f"the target holds features of {state.rows + new.shape[0]} rows but the prefix has "
+                               f"{prefix.numel()} tokens: decode on the FeatureTarget the drafter was built with")
+        return new.to(self.network.dtype)
+
+
+class FeatureHeadDrafter(_FeatureDrafter):
+    """Medusa (kind ``"diffusion"``, the ``drafted`` schedule) or Hydra (kind ``"ar"``, the
+    ``ar_draft`` schedule) on a :class:`FeatureTarget` whose ``layer_ids`` include the heads'
+    ``feature_layer``.  A round proposes k <= ``num_heads`` tokens."""
+
+    def __init__(self, target: FeatureTarget, network: FeatureHeads) -> None:
+        if not isinstance(network, FeatureHeads):
+            raise TypeError(f"network must be a FeatureHeads (Medusa or Hydra), got {type(network).__name__}")
+        if network.config.feature_layer not in target.layer_ids:
+            raise ValueError(f"the heads read target layer {network.config.feature_layer}, which the target does not "
+                             f"record (its layer_ids are {target.layer_ids})")
+        super().__init__(target, network)
+        self.kind = "diffusion" if network.config.kind == "medusa" else "ar"
+        size = int(target.config.hidden_size)
+        start = target.layer_ids.index(network.config.feature_layer) * size
+        self._slice = slice(start, start + size)
+
+    def _h(self, state: _State, prefix: torch.Tensor) -> torch.Tensor:
+        """h_t: the feature of row n-2 (zeros before the first verify call)."""
+        new = self._new_features(state, prefix)
+        state.rows += new.shape[0]
+        state.rounds += 1
+        if state.rows == 0:
+            return torch.zeros(self.network.config.hidden_size, dtype=self.network.dtype, device=prefix.device)
+        last = new[-1] if new.shape[0] else self.target.features_from(state.rows - 1)[-1].to(self.network.dtype)
+        return last[self._slice]
+
+    def _check_k(self, k: int) -> None:
+        if not 1 <= k <= self.network.config.num_heads:
+            raise ValueError(f"width (k) must be in [1, {self.network.config.num_heads}] for these "
+                             f"{self.network.config.num_heads} heads, got {k!r}")
+
+    def draft_logits(self, prefix: torch.Tensor, k: int) -> DraftLogits:
+        """Medusa's round: the logits ``(k, V)`` of heads 1..k, from one pass."""
+        if self.kind != "diffusion":
+            raise TypeError("draft_logits is Medusa's one-pass round; Hydra drafts head by head (draft)")
+        self._check_k(k)
+        with torch.inference_mode():
+            start = time.perf_counter()
+            h = self._h(self.state, prefix)
+            logits = self._logits(torch.stack([self.network.head(i, h) for i in range(k)]))
+            if logits.is_cuda:
+                torch.cuda.synchronize(logits.device)
+        return DraftLogits(logits, [time.perf_counter() - start], [k])
+
+    def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
+        """k tokens and their stored Q: Medusa samples each head's distribution (independent
+        heads: q at depth i ignores the drafts before it, still a valid proposal); Hydra head by
+        head, each reading the drafts before it."""
+        if self.kind == "diffusion":
+            round_ = self.draft_logits(prefix, k)
+            tokens, q = sample(round_.logits)
+            return DraftOutput(tokens, q, round_.seconds, round_.rows)
+        self._check_k(k)
+        tokens, qs, seconds = [], [], []
+        with torch.inference_mode():
+            start = time.perf_counter()
+            h = self._h(self.state, prefix)
+            embeds = self._embed(prefix[-1:])                                  # E(x_{t+1}) = E(x_{n-1})
+            for i in range(k):
+                token, q = sample(self._logits(self.network.head(i, h, embeds))[None])
+                tokens.append(token)
+                qs.append(q)
+                embeds = torch.cat([embeds, self._embed(token)])
+                now = time.perf_counter()
+                seconds.append(now - start)
+                start = now
+        return DraftOutput(torch.cat(tokens), None if qs[0] is None else torch.cat(qs), seconds, [1] * k)
+
+
+class Eagle3Drafter(_FeatureDrafter):
+    """EAGLE-3 (kind ``"ar"``, the ``ar_draft`` schedule) on a :class:`FeatureTarget` whose
+    ``layer_ids`` are the network's ``target_layer_ids``.
+
+    Each round first runs the layer over the newly verified rows (their real features, K/V
+    kept), whose last output gives q of d_1; then one pass per further draft, row n-1+i fed
+    E(d_i) and the output of the row before, attending to the kept rows and this round's
+    draft rows (discarded after the round)."""
+
+    kind = "ar"
+
+    def __init__(self, target: FeatureTarget, network: Eagle3Network) -> None:
+        if not isinstance(network, Eagle3Network):
+            raise TypeError(f"network must be an Eagle3Network, got {type(network).__name__}")
+        if list(network.config.target_layer_ids) != target.layer_ids:
+            raise ValueError(f"network.config.target_layer_ids {network.config.target_layer_ids} must equal the "
+                             f"target's layer_ids {target.layer_ids}")
+        super().__init__(target, network)
+
+    def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
+        """k tokens, each drawn with ``sample`` from q given the prefix and the drafts before it."""
+        state, net = self.state, self.network
+        n = prefix.numel()
+        tokens, qs, seconds, rows = [], [], [], []
+        with torch.inference_mode():
+            start = time.perf_counter()
+            new = self._new_features(state, prefix)
+            if new.shape[0]:                                  # real rows j feed E(x_{j+1}), x_{j+1} verified
+                first = state.rows
+                positions = torch.arange(first, first + new.shape[0], device=prefix.device)[None]
+                mask = torch.ones(new.shape[0], first + new.shape[0], dtype=torch.bool, device=prefix.device)
+                mask[:, first:] = torch.ones(new.shape[0], new.shape[0], dtype=torch.bool,
+                                             device=prefix.device).tril()
+                a, _, kv = net.step(self._embed(prefix[first + 1: n])[None], net.fuse(new)[None], positions,
+                                    state.kv, mask[None, None])
+                state.kv = kv if state.kv is None else (torch.cat([state.kv[0], kv[0]], 2),
+                                                        torch.cat([state.kv[1], kv[1]], 2))
+                state.rows += new.shape[0]
+                state.last = a[0, -1]
+                normed = net.norm(a[0, -1])
+                rows.append(int(new.shape[0]))
+            else:                                              # before the first verify call: no features
+                zeros = torch.zeros(1, 1, net.config.hidden_size, dtype=net.dtype, device=prefix.device)
+                a, normed, _ = net.step(self._embed(prefix[-1:])[None], zeros,
+                                        torch.tensor([[n - 2 if n > 1 else 0]], device=prefix.device))
+                state.last, normed = a[0, -1], normed[0, -1]
+                rows.append(1)
+            past, feat = state.kv, state.last
+            for i in range(k):
+                token, q = sample(self._logits(normed)[None])
+                tokens.append(token)
+                qs.append(q)
+                now = time.perf_counter()
+                seconds.append(now - start)
+                start = now
+                if i == k - 1:
+                    break
+                position = torch.tensor([[n - 1 + i]], device=prefix.device)
+                a, normed, kv = net.step(self._embed(token)[None], feat[None, None], position, past)
+                past = kv if past is None else (torch.cat([past[0], kv[0]], 2), torch.cat([past[1], kv[1]], 2))
+                feat, normed = a[0, -1], normed[0, -1]
+                rows.append(1)
+        return DraftOutput(torch.cat(tokens), None if qs[0] is None else torch.cat(qs), seconds, rows[:k])
