@@ -7,6 +7,7 @@ Where a result has no interval (tau, accuracies, edit effects), a verdict compar
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import findings as f
@@ -384,7 +385,5 @@ FINDINGS = {"30_dedit_training": dedit_training, "31_dedit_decoding": dedit_deco
             "32_dedit_analysis": dedit_analysis, "33_dedit_baselines": dedit_baselines,
             "34_dedit_future_context": dedit_future_context, "35_dedit_frozen_editors": dedit_frozen_editors}
 
-
-def show(notebook: str, profile: str) -> None:
-    """Display ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`)."""
-    f.show(FINDINGS, notebook, profile)
+#: ``show(notebook, profile)`` displays ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`).
+show = functools.partial(f.show, FINDINGS)

@@ -6,6 +6,7 @@ writes) to a :class:`~spec_lib.notebook.findings.Report`; :data:`FINDINGS` names
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import findings as f
@@ -265,7 +266,5 @@ def deer_exact_sampling(result: dict) -> f.Report:
 FINDINGS = {"20_deer_alignment": deer_alignment, "21_deer_decoding": deer_decoding,
             "22_deer_exact_sampling": deer_exact_sampling}
 
-
-def show(notebook: str, profile: str) -> None:
-    """Display ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`)."""
-    f.show(FINDINGS, notebook, profile)
+#: ``show(notebook, profile)`` displays ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`).
+show = functools.partial(f.show, FINDINGS)

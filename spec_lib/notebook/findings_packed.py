@@ -6,6 +6,7 @@ writes) to a :class:`~spec_lib.notebook.findings.Report`; :data:`FINDINGS` names
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import findings as f
@@ -317,7 +318,5 @@ FINDINGS = {"10_train_self_speculative_model": train_self_speculative_model, "11
             "12_packed_ss_sampling": packed_ss_sampling, "13_block_size_probe": block_size_probe,
             "14_timing_decomposition": timing_decomposition}
 
-
-def show(notebook: str, profile: str) -> None:
-    """Display ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`)."""
-    f.show(FINDINGS, notebook, profile)
+#: ``show(notebook, profile)`` displays ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`).
+show = functools.partial(f.show, FINDINGS)

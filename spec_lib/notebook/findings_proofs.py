@@ -6,6 +6,7 @@ writes) to a :class:`~spec_lib.notebook.findings.Report`; :data:`FINDINGS` names
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..studies import paper
@@ -327,7 +328,5 @@ FINDINGS = {"00_quickstart": quickstart, "01_cost_model_and_layouts": cost_model
             "02_pathwise_dominance": pathwise_dominance, "03_exact_sampling": exact_sampling,
             "04_any_order_correctness": any_order_correctness}
 
-
-def show(notebook: str, profile: str) -> None:
-    """Display ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`)."""
-    f.show(FINDINGS, notebook, profile)
+#: ``show(notebook, profile)`` displays ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`).
+show = functools.partial(f.show, FINDINGS)

@@ -6,6 +6,7 @@ writes) to a :class:`~spec_lib.notebook.findings.Report`; :data:`FINDINGS` names
 
 from __future__ import annotations
 
+import functools
 import math
 
 from . import findings as f
@@ -247,7 +248,5 @@ def proposal_lora(result: dict) -> f.Report:
 FINDINGS = {"15_any_order_setdlm": any_order_setdlm, "16_partial_branch": partial_branch,
             "17_proposal_lora": proposal_lora}
 
-
-def show(notebook: str, profile: str) -> None:
-    """Display ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`)."""
-    f.show(FINDINGS, notebook, profile)
+#: ``show(notebook, profile)`` displays ``notebook``'s findings (:func:`spec_lib.notebook.findings.show`).
+show = functools.partial(f.show, FINDINGS)

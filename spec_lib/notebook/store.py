@@ -76,6 +76,8 @@ def profile_checkpoints(profile: str) -> list[Checkpoint]:
     from ..training.baseline_drafters import BASELINE_PRESETS
     from ..training.baselines import baseline_cache_key, save_baselines
     from ..training.block_drafters import DEDIT_PRESETS
+    from ..training.feature_head_drafters import FEATURE_HEAD_PRESETS
+    from ..training.feature_heads import feature_heads_cache_key, save_feature_heads
     from ..training.dedit import dedit_cache_key, save_block_drafters
     from ..training.frozen_editor_drafters import FROZEN_EDITOR_PRESETS
     from ..training.frozen_editors import frozen_editor_key, save_frozen_editors
@@ -104,6 +106,9 @@ def profile_checkpoints(profile: str) -> list[Checkpoint]:
     found.append(Checkpoint("frozen_editors", frozen_editor_key(FROZEN_EDITOR_PRESETS[profile]), profile,
                             "editors on a frozen DFlash", lambda: save_frozen_editors(FROZEN_EDITOR_PRESETS[profile]),
                             25))
+    found.append(Checkpoint("feature_heads", feature_heads_cache_key(FEATURE_HEAD_PRESETS[profile]), profile,
+                            "Medusa, Hydra and EAGLE-3 drafters",
+                            lambda: save_feature_heads(FEATURE_HEAD_PRESETS[profile]), 8))
     found.append(Checkpoint("lora", proposal_lora.lora_key(profile), profile, "AR base and proposal-only LoRA adapter",
                             lambda: proposal_lora.load_or_train(profile), 25))
     for name in any_order.PRESETS:

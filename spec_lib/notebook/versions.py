@@ -60,7 +60,7 @@ PRESENTATION = ("spec_lib.notebook.findings", "spec_lib.notebook.findings_proofs
 PIPELINES = {"models": "spec_lib.training.self_speculative", "dedit": "spec_lib.training.dedit",
              "drafters": "spec_lib.training.deer", "baselines": "spec_lib.training.baselines",
              "frozen_editors": "spec_lib.training.frozen_editors", "lora": "spec_lib.training.proposal_lora",
-             "anyorder": "spec_lib.training.any_order"}
+             "anyorder": "spec_lib.training.any_order", "feature_heads": "spec_lib.training.feature_heads"}
 
 #: The one loader (``spec_lib.load``); it imports its kinds' modules by name, so a notebook that
 #: reaches it depends on the kinds its code names (:func:`loaded_kinds`), each one's modules added.

@@ -1,5 +1,5 @@
-"""Tables of the baselines notebook (seed 002's Domino and DSpark against DFlash and DEdit):
-the decoded methods, the heads' training summary, tau by block size (Table 2(a)'s DFlash and
+"""Tables of the baselines notebook (seed 002's Domino and DSpark against DFlash and DEdit, and
+seed 001's Medusa, Hydra and EAGLE-3): the decoded methods, the drafters' training summary, tau by block size (Table 2(a)'s DFlash and
 Domino columns) and DSpark's confidence-cut verification lengths."""
 
 from __future__ import annotations
@@ -36,6 +36,23 @@ def table1_methods(bundle, heads, *, passes: int, confidence_threshold: float) -
     return methods
 
 
+def feature_methods(bundle, feature_heads, *, eagle_depth: int) -> list[Method]:
+    """Seed 001's feature-level baselines on ``bundle``'s target, with ``feature_heads`` (a
+    :class:`~spec_lib.training.feature_head_drafters.FeatureHeadDrafters`): Medusa (its heads in one
+    pass) and Hydra (head by head) drafting DFlash's W - 1 tokens, EAGLE-3 drafting ``eagle_depth``
+    tokens, one pass of its layer each."""
+    if isinstance(eagle_depth, bool) or not isinstance(eagle_depth, int) or eagle_depth < 1:
+        raise ValueError(f"eagle_depth must be an int >= 1, got {eagle_depth!r}")
+    target, k = bundle.target, bundle.config.width - 1
+    methods = []
+    for kind, label, width in (("medusa", "medusa", k), ("hydra", "hydra", k),
+                               ("eagle3", f"eagle-3 k={eagle_depth}", eagle_depth)):
+        drafter = feature_heads.drafter(target, kind)
+        methods.append(Method("drafted" if drafter.kind == "diffusion" else "ar_draft", width, drafter=drafter,
+                              label=label))
+    return methods
+
+
 def dspark_drafters(methods: list[Method]) -> dict:
     """``{label: drafter}`` of the DSpark methods among ``methods`` (for :func:`verified_lengths`)."""
     return {m.name: m.drafter for m in methods if m.name.startswith("dspark")}
@@ -60,8 +77,10 @@ def tau_by_width(main: pd.DataFrame, methods: list[Method], temperature: float =
     return pd.DataFrame(rows).sort_values(["drafter", "W", "slice"]).reset_index(drop=True)
 
 
-def training_summary(history: pd.DataFrame) -> pd.DataFrame:
-    """Per head: steps, training seconds, first and final held-out accuracy and loss parts."""
+def training_summary(*histories: pd.DataFrame) -> pd.DataFrame:
+    """Per head (of every training ``histories``, one per pipeline): steps, training seconds,
+    first and final held-out accuracy and loss parts."""
+    history = pd.concat(histories, ignore_index=True)
     held = history[history["split"] == "heldout"].sort_values("step")
     columns = [c for c in ("objective", "accuracy", "base_accuracy", "final_ce", "base_ce", "ce", "tv", "conf_bce",
                            "confidence_error") if c in held and held[c].notna().any()]

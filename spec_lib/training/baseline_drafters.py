@@ -11,7 +11,6 @@ code does not enter the checkpoints' cache key.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -22,7 +21,7 @@ from ..drafters.feature_target import FeatureTarget
 from ..drafters.head_block import HeadBlockDrafter
 from .baselines import BaselineConfig, baseline_cache_key, network_names, save_baselines
 from .block_drafters import DEDIT_PRESETS
-from .cache import preset_config
+from .cache import TrainedNetworks, preset_config
 
 #: The presets, on the same DEdit preset's data, backbone, W and steps (``smoke``: seconds).
 BASELINE_PRESETS: dict[str, BaselineConfig] = {
@@ -34,21 +33,13 @@ BASELINE_PRESETS: dict[str, BaselineConfig] = {
 _CLASSES = {"domino": DominoNetwork, "dspark": DSparkNetwork}
 
 
-@dataclass
-class Baselines:
-    """The trained heads of a preset, their training history and record."""
-
-    networks: dict
-    history: pd.DataFrame
-    record: dict = field(default_factory=dict)
-    config: BaselineConfig | None = None
+class Baselines(TrainedNetworks):
+    """The trained heads of a preset (``networks``), their training history, record and config."""
 
     def drafter(self, target: FeatureTarget, kind: str, **options) -> HeadBlockDrafter:
         """A :class:`HeadBlockDrafter` of ``kind`` (a head, or ``<head>_w<W'>`` for a window
         expansion) on ``target``; ``options``: ``confidence_threshold``."""
-        if kind not in self.networks:
-            raise ValueError(f"kind must be one of {list(self.networks)}, got {kind!r}")
-        return HeadBlockDrafter(target, self.networks[kind], **options)
+        return HeadBlockDrafter(target, self.network(kind), **options)
 
 
 def load_baselines(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> Baselines:

@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..io import REPO_ROOT, atomic_directory, output_root
@@ -105,6 +106,23 @@ def save_networks(kind: str, key: str, train) -> Path:
             (tmp / "record.json").write_text(json.dumps(record, indent=2))
         finish_partial(kind, path.name)
     return path
+
+
+@dataclass
+class TrainedNetworks:
+    """What :func:`save_networks` saved, loaded: the networks by name, the training history
+    (a ``pandas.DataFrame``), the record and the config they were trained with."""
+
+    networks: dict
+    history: object
+    record: dict = field(default_factory=dict)
+    config: object = None
+
+    def network(self, name: str, argument: str = "kind"):
+        """The network ``name``; a ValueError naming ``argument`` and the choices otherwise."""
+        if name not in self.networks:
+            raise ValueError(f"{argument} must be one of {list(self.networks)}, got {name!r}")
+        return self.networks[name]
 
 
 def checkpoint_dir(kind: str, key: str) -> Path:

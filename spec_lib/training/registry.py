@@ -16,6 +16,8 @@ kind               what (paper)                                               re
 ``dedit``          DFlash / DEdit drafters on the target (seed 002)            :class:`~spec_lib.training.block_drafters.BlockDrafters`
 ``baselines``      Domino and DSpark on the DFlash backbone (seed 002)         :class:`~spec_lib.training.baseline_drafters.Baselines`
 ``frozen_editors`` editors of a frozen DFlash proposal (seed 002, Table 2(b))  :class:`~spec_lib.training.frozen_editor_drafters.FrozenEditors`
+``feature_heads``  Medusa, Hydra and EAGLE-3 on the target's features (seed     :class:`~spec_lib.training.feature_head_drafters.FeatureHeadDrafters`
+                   001's baselines)
 ``any_order``      an any-order model (seed 000, App. C); ``name=`` picks it   :class:`~spec_lib.training.any_order.TrainedAnyOrder`
 =================  =========================================================  ============================
 
@@ -42,6 +44,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "dedit": ("spec_lib.training.block_drafters",),
     "baselines": ("spec_lib.training.baseline_drafters",),
     "frozen_editors": ("spec_lib.training.frozen_editor_drafters",),
+    "feature_heads": ("spec_lib.training.feature_head_drafters",),
     "any_order": ("spec_lib.training.any_order",),
 }
 KINDS = tuple(MODULES)
@@ -115,6 +118,8 @@ _KINDS: dict[str, _Kind] = {
                        "BASELINE_PRESETS", False),
     "frozen_editors": _Kind(_float32_loader("frozen_editors", "load_frozen_editors"),
                             _key("frozen_editors", "editors_key"), "FROZEN_EDITOR_PRESETS", False),
+    "feature_heads": _Kind(_float32_loader("feature_heads", "load_feature_heads"),
+                           _key("feature_heads", "feature_heads_key"), "FEATURE_HEAD_PRESETS", False),
     "any_order": _Kind(_any_order, _key("any_order", "checkpoint_key"), "CONFIGS", False, ("name",), ("name",)),
 }
 assert tuple(_KINDS) == KINDS
