@@ -389,7 +389,7 @@ class FeatureHeadDrafter(_FeatureDrafter):
 
 class Eagle3Drafter(_FeatureDrafter):
     """EAGLE-3 (kind ``"ar"``, the ``ar_draft`` schedule) on a :class:`FeatureTarget` whose
-    ``layer_ids`` are the network's ``target_layer_ids``.
+    ``layer_ids`` include the network's ``target_layer_ids``.
 
     Each round first runs the layer over the newly verified rows (their real features, K/V
     kept), whose last output gives q of d_1; then one pass per further draft, row n-1+i fed
@@ -401,10 +401,14 @@ class Eagle3Drafter(_FeatureDrafter):
     def __init__(self, target: FeatureTarget, network: Eagle3Network) -> None:
         if not isinstance(network, Eagle3Network):
             raise TypeError(f"network must be an Eagle3Network, got {type(network).__name__}")
-        if list(network.config.target_layer_ids) != target.layer_ids:
-            raise ValueError(f"network.config.target_layer_ids {network.config.target_layer_ids} must equal the "
-                             f"target's layer_ids {target.layer_ids}")
+        missing = [i for i in network.config.target_layer_ids if i not in target.layer_ids]
+        if missing:
+            raise ValueError(f"network.config.target_layer_ids {network.config.target_layer_ids} must all be among "
+                             f"the target's layer_ids {target.layer_ids} (missing {missing})")
         super().__init__(target, network)
+        size = int(target.config.hidden_size)
+        self._columns = torch.cat([torch.arange(size) + target.layer_ids.index(i) * size
+                                   for i in network.config.target_layer_ids])
 
     def draft(self, prefix: torch.Tensor, k: int, sample: SampleRule) -> DraftOutput:
         """k tokens, each drawn with ``sample`` from q given the prefix and the drafts before it."""
@@ -413,7 +417,7 @@ class Eagle3Drafter(_FeatureDrafter):
         tokens, qs, seconds, rows = [], [], [], []
         with torch.inference_mode():
             start = time.perf_counter()
-            new = self._new_features(state, prefix)
+            new = self._new_features(state, prefix)[:, self._columns.to(prefix.device)]
             if new.shape[0]:                                  # real rows j feed E(x_{j+1}), x_{j+1} verified
                 first = state.rows
                 positions = torch.arange(first, first + new.shape[0], device=prefix.device)[None]

@@ -8,6 +8,7 @@ import pandas as pd
 
 from .. import decode
 from ..drafters.head_block import HeadBlockDrafter
+from . import acceptance
 from .bench import Method
 
 
@@ -36,21 +37,34 @@ def table1_methods(bundle, heads, *, passes: int, confidence_threshold: float) -
     return methods
 
 
-def feature_methods(bundle, feature_heads, *, eagle_depth: int) -> list[Method]:
-    """Seed 001's feature-level baselines on ``bundle``'s target, with ``feature_heads`` (a
+def feature_methods(target, feature_heads, *, width: int, eagle_depth: int) -> list[Method]:
+    """Seed 001's feature-level baselines on ``target`` (a
+    :class:`~spec_lib.drafters.feature_target.FeatureTarget`), with ``feature_heads`` (a
     :class:`~spec_lib.training.feature_head_drafters.FeatureHeadDrafters`): Medusa (its heads in one
-    pass) and Hydra (head by head) drafting DFlash's W - 1 tokens, EAGLE-3 drafting ``eagle_depth``
+    pass) and Hydra (head by head) drafting ``width`` tokens, EAGLE-3 drafting ``eagle_depth``
     tokens, one pass of its layer each."""
-    if isinstance(eagle_depth, bool) or not isinstance(eagle_depth, int) or eagle_depth < 1:
-        raise ValueError(f"eagle_depth must be an int >= 1, got {eagle_depth!r}")
-    target, k = bundle.target, bundle.config.width - 1
+    for name, value in (("width", width), ("eagle_depth", eagle_depth)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     methods = []
-    for kind, label, width in (("medusa", "medusa", k), ("hydra", "hydra", k),
-                               ("eagle3", f"eagle-3 k={eagle_depth}", eagle_depth)):
+    for kind, label, k in (("medusa", "medusa", width), ("hydra", "hydra", width),
+                           ("eagle3", f"eagle-3 k={eagle_depth}", eagle_depth)):
         drafter = feature_heads.drafter(target, kind)
-        methods.append(Method("drafted" if drafter.kind == "diffusion" else "ar_draft", width, drafter=drafter,
+        methods.append(Method("drafted" if drafter.kind == "diffusion" else "ar_draft", k, drafter=drafter,
                               label=label))
     return methods
+
+
+def drafter_comparison(target, prompts: dict, methods: list[Method], *, n_prompts: int, n_resamples: int, seed: int,
+                       convention: str, **kwargs) -> tuple[dict, pd.DataFrame]:
+    """Greedy decodes of the first ``n_prompts`` prompts of each slice with every method on one
+    target: ``({0.0: grid}, tau and speedup table)`` (:func:`spec_lib.studies.acceptance.run_by_temperature`,
+    :func:`~spec_lib.studies.acceptance.tau_speedup_table` in ``convention``); ``kwargs`` go to the decodes."""
+    if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
+        raise ValueError(f"n_prompts must be an int >= 1, got {n_prompts!r}")
+    fewer = {name: items[:n_prompts] for name, items in prompts.items()}
+    runs = acceptance.run_by_temperature(target, fewer, methods, [0.0], seed=seed, **kwargs)
+    return runs, acceptance.tau_speedup_table(runs, n_resamples, seed, convention=convention)
 
 
 def dspark_drafters(methods: list[Method]) -> dict:

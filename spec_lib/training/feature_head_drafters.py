@@ -42,6 +42,16 @@ class FeatureHeadDrafters(TrainedNetworks):
         network = self.network(kind)
         return Eagle3Drafter(target, network) if kind == "eagle3" else FeatureHeadDrafter(target, network)
 
+    def target_for(self, model) -> FeatureTarget:
+        """``model`` (a :class:`~spec_lib.models.DualModeLM`, such as DEER's or DEdit's target) as
+        a :class:`FeatureTarget` recording the layers these drafters read (EAGLE-3's fused ones,
+        which end with the last one Medusa and Hydra read); its outputs are ``model``'s."""
+        layers = set()
+        for kind, network in self.networks.items():
+            layers |= set(network.config.target_layer_ids) if kind == "eagle3" else {network.config.feature_layer}
+        layers = sorted(layers)
+        return FeatureTarget(model.hf_model, model.mask_token_id, layers)
+
 
 def load_feature_heads(preset: str = "cpu", *, progress: bool = True, device: str = "cpu") -> FeatureHeadDrafters:
     """The drafters of ``preset``: cached, or trained now and cached."""
