@@ -14,8 +14,8 @@ import torch
 from scipy import stats
 
 from spec_lib import decode
-from spec_lib.drafters.feature_heads import (Eagle3Drafter, Eagle3Network, FeatureHeadDrafter, FeatureHeads,
-                                             build_eagle3, build_feature_heads)
+from spec_lib.drafters.feature_drafting import Eagle3Drafter, FeatureHeadDrafter
+from spec_lib.drafters.feature_heads import Eagle3Network, FeatureHeads, build_eagle3, build_feature_heads
 from spec_lib.drafters.feature_target import FeatureTarget
 from spec_lib.training import feature_heads as training
 from spec_lib.training.block_edit import IGNORE

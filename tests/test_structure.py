@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from spec_lib import provenance
-from spec_lib.training import dedit, deer, self_speculative
+from spec_lib.training import dedit, deer, feature_heads, self_speculative
 from spec_lib.training.block_drafters import DEDIT_PRESETS
 
 CORE = ["spec_lib.masks", "spec_lib.verify", "spec_lib.models", "spec_lib.architectures", "spec_lib.toy",
@@ -80,10 +80,11 @@ def test_core_never_imports_training_studies_or_notebook():
 
 
 def test_training_pipelines_do_not_import_inference_layouts():
-    for pipeline in (self_speculative.PIPELINE, deer.PIPELINE, dedit.PIPELINE):
+    for pipeline in (self_speculative.PIPELINE, deer.PIPELINE, dedit.PIPELINE, feature_heads.PIPELINE):
         reached = provenance.closure([pipeline])
         assert "spec_lib.training.dual_mode" in reached and "spec_lib.masks.predicates" in reached
         assert "spec_lib.drafters.block_edit" not in reached and "spec_lib.training.block_drafters" not in reached
+        assert "spec_lib.drafters.feature_drafting" not in reached, pipeline
         assert "spec_lib.masks.layouts" not in reached and "spec_lib.models" not in reached, pipeline
 
 

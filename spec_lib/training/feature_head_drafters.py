@@ -16,7 +16,8 @@ import json
 import pandas as pd
 import torch
 
-from ..drafters.feature_heads import Eagle3Drafter, Eagle3Network, FeatureHeadDrafter, FeatureHeads
+from ..drafters.feature_drafting import Eagle3Drafter, FeatureHeadDrafter
+from ..drafters.feature_heads import Eagle3Network, FeatureHeads
 from ..drafters.feature_target import FeatureTarget
 from .block_drafters import DEDIT_PRESETS
 from .cache import TrainedNetworks, preset_config
