@@ -11,6 +11,8 @@ tokens in k passes, each conditioned on the drafts before it.
   (:mod:`spec_lib.training.deer`) or loaded from local checkpoints;
 * :class:`BlockEditDrafter` (DFlash, and DEdit's K passes; seed 002) and
   :class:`HeadBlockDrafter` (Domino, DSpark) on a :class:`FeatureTarget`;
+* :class:`FeatureHeadDrafter` (Medusa, Hydra) and :class:`Eagle3Drafter` on a
+  :class:`FeatureTarget`'s hidden states (seed 001's feature-level baselines);
 * :class:`ExactDiffusionDrafter` / :class:`ExactARDrafter`: exact drafters derived from a
   :class:`spec_lib.toy.MarkovLM`, for the statistical exactness checks.
 """
@@ -20,8 +22,10 @@ from .base import BlockDrafter, DraftLogits, DraftOutput, Drafter
 from .block_edit import BlockEditDrafter
 from .diffusion import DiffusionDrafter
 from .exact import ExactARDrafter, ExactDiffusionDrafter
+from .feature_drafting import Eagle3Drafter, FeatureHeadDrafter
 from .feature_target import FeatureTarget
 from .head_block import HeadBlockDrafter
 
 __all__ = ["ARDrafter", "BlockDrafter", "BlockEditDrafter", "DiffusionDrafter", "DraftLogits", "DraftOutput", "Drafter",
-           "ExactARDrafter", "ExactDiffusionDrafter", "FeatureTarget", "HeadBlockDrafter"]
+           "Eagle3Drafter", "ExactARDrafter", "ExactDiffusionDrafter", "FeatureHeadDrafter", "FeatureTarget",
+           "HeadBlockDrafter"]

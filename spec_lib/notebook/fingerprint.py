@@ -393,6 +393,32 @@ def block_editing(rec: Recorder) -> None:
             _decodes(rec, target, name, ("deer",), (4,), drafter=drafter)
 
 
+def feature_drafting(rec: Recorder) -> None:
+    """Medusa (one pass of its heads), Hydra and EAGLE-3 (token by token), seed 001's
+    feature-level baselines, on a feature-recording target."""
+    import torch
+
+    from ..drafters.feature_drafting import Eagle3Drafter, FeatureHeadDrafter
+    from ..drafters.feature_heads import build_eagle3, build_feature_heads
+
+    hf, _, target = _feature_setup(seed=20)
+    networks = {kind: build_feature_heads(hf.config, kind, num_heads=4, seed=22).double() for kind in ("medusa", "hydra")}
+    networks["eagle3"] = build_eagle3(hf.config, target.layer_ids, seed=23).double()
+    state = torch.random.get_rng_state()
+    torch.manual_seed(24)
+    try:
+        for network in networks.values():      # away from the zero start, so each head drafts its own tokens
+            for p in network.parameters():
+                p.data += 0.05 * torch.randn_like(p)
+    finally:
+        torch.random.set_rng_state(state)
+    with watching(rec):
+        for kind, network in networks.items():
+            drafter = Eagle3Drafter(target, network) if kind == "eagle3" else FeatureHeadDrafter(target, network)
+            _decodes(rec, target, kind, ("drafted" if drafter.kind == "diffusion" else "ar_draft",), (4,),
+                     drafter=drafter)
+
+
 def batching(rec: Recorder) -> None:
     """Several ragged prompts decoded together (AR and DEER), with and without EOS."""
     from ..decoding import decode_batch
@@ -532,6 +558,8 @@ COMPONENTS: tuple[Component, ...] = (
     Component("block_edit", ("spec_lib.drafters.block_edit", "spec_lib.drafters.feature_block",
                              "spec_lib.drafters.feature_target", "spec_lib.drafters.head_block",
                              "spec_lib.drafters.domino", "spec_lib.drafters.dspark"), block_editing),
+    Component("feature_drafting", ("spec_lib.drafters.feature_drafting", "spec_lib.drafters.feature_heads"),
+              feature_drafting),
     Component("batch", ("spec_lib.batch",), batching),
     Component("partial", ("spec_lib.schedules.partial", "spec_lib.schedules.branches"), partial_branches),
     Component("any_order", ("spec_lib.schedules.anyorder", "spec_lib.anyorder_models"), any_order),
