@@ -187,8 +187,10 @@ def test_every_drafter_implements_the_one_protocol():
     block drafters' ``draft_logits`` all return a ``DraftLogits`` (one entry of seconds and rows
     per pass); an object without ``draft`` is not a drafter (negative control)."""
     from spec_lib.compiled.drafters import StaticARDrafter, StaticBlockEditDrafter, StaticDiffusionDrafter
-    from spec_lib.drafters import (BlockDrafter, BlockEditDrafter, DraftLogits, Drafter, HeadBlockDrafter)
+    from spec_lib.drafters import (BlockDrafter, BlockEditDrafter, DraftLogits, Drafter, Eagle3Drafter,
+                                   FeatureHeadDrafter, HeadBlockDrafter)
     from spec_lib.drafters.domino import DominoConfig, DominoNetwork
+    from spec_lib.drafters.feature_heads import build_eagle3, build_feature_heads
     from spec_lib.notebook.fingerprint import _feature_setup
 
     _, network, target = _feature_setup()
@@ -198,13 +200,16 @@ def test_every_drafter_implements_the_one_protocol():
     block = [DiffusionDrafter(tiny_lm("qwen3", seed=6, layers=1), MASK_ID, SEP_ID, context=8),
              StaticDiffusionDrafter(tiny_lm("qwen3", seed=6, layers=1), MASK_ID, SEP_ID, context=8),
              BlockEditDrafter(target, network, passes=3), StaticBlockEditDrafter(target, network, passes=3),
-             HeadBlockDrafter(target, domino), ExactDiffusionDrafter(MarkovLM(VOCAB, seed=9))]
+             HeadBlockDrafter(target, domino), FeatureHeadDrafter(target, build_feature_heads(
+                 target.config, "medusa", num_heads=4).double()), ExactDiffusionDrafter(MarkovLM(VOCAB, seed=9))]
     serial = [ARDrafter(tiny_lm("qwen3", seed=7, layers=1)), StaticARDrafter(tiny_lm("qwen3", seed=7, layers=1)),
-              ExactARDrafter(MarkovLM(VOCAB, seed=9))]
+              ExactARDrafter(MarkovLM(VOCAB, seed=9)),
+              FeatureHeadDrafter(target, build_feature_heads(target.config, "hydra", num_heads=4).double()),
+              Eagle3Drafter(target, build_eagle3(target.config, target.layer_ids).double())]
     for drafter in block + serial:
         assert isinstance(drafter, Drafter), type(drafter).__name__
     prefix = torch.tensor([1, 5, 2])
-    for drafter in block[:5]:
+    for drafter in block[:6]:
         assert isinstance(drafter, BlockDrafter), type(drafter).__name__
         drafter.reset()
         round_ = drafter.draft_logits(prefix, 3)
