@@ -117,3 +117,44 @@ def ablation_drafters(variants: dict, pretrained_from: str) -> tuple[dict, dict[
 def every_variant_trained(variants: dict) -> bool:
     """Whether every variant's history holds every model its pipeline saves."""
     return all(every_stage_trained(t.history, drafter_names(t.config)) for t in variants.values())
+
+
+def training_costs(deer, feature_heads) -> pd.DataFrame:
+    """Seed 001's Table 8 here: what each drafter's training cost on this machine, from the
+    training histories of ``deer`` (a :class:`~spec_lib.training.deer_models.DeerModels`) and
+    ``feature_heads`` (a :class:`~spec_lib.training.feature_head_drafters.FeatureHeadDrafters`).
+
+    One row per drafter: its trained ``stages``, ``steps``, ``parameters`` and ``train_minutes``
+    (each stage's last training-row ``seconds``, summed), and ``relative_to_deer``.  DEER is its
+    alignment (Stage I + II, seed 001's 240 GPU hours); the masked-diffusion pre-training it starts
+    from (seed 001 converts an existing model instead) and the AR drafter are rows of their own.
+    The teacher answers each set is trained on are generated once and not counted.
+    """
+    def per_stage(history: pd.DataFrame) -> pd.DataFrame:
+        train = history[history["split"] == "train"]
+        return train.groupby("model", sort=False).agg(steps=("step", "max"), seconds=("seconds", "max"))
+
+    deer_stages = per_stage(deer.history)
+    alignment = [s for s in deer_stages.index if s == "stage1" or s.startswith("stage2_")]
+    def size(model) -> int:
+        return int(sum(p.numel() for p in model.parameters()))
+
+    dllm, ar = size(deer.hf_models["stage1"]), size(deer.hf_models["ar_distilled"])
+    groups = {"DEER (D2A: Stage I + II)": (deer_stages, alignment, dllm),
+              "DEER's dLLM pre-training": (deer_stages, ["pretrained"], dllm),
+              "AR drafter (pre-training + distillation)": (deer_stages, ["ar_pretrained", "ar_distilled"], ar)}
+    feature_stages = per_stage(feature_heads.history)
+    names = {"medusa": "Medusa", "hydra": "Hydra", "eagle3": "EAGLE-3"}
+    for kind in feature_stages.index:
+        groups[names.get(kind, kind)] = (feature_stages, [kind], feature_heads.record["parameters"][kind])
+    rows = []
+    for drafter, (stages, names_, parameters) in groups.items():
+        present = [s for s in names_ if s in stages.index]
+        if not present:
+            continue
+        rows.append({"drafter": drafter, "stages": " + ".join(present),
+                     "steps": int(stages.loc[present, "steps"].add(1).sum()), "parameters": parameters,
+                     "train_minutes": float(stages.loc[present, "seconds"].sum()) / 60})
+    table = pd.DataFrame(rows)
+    table["relative_to_deer"] = table["train_minutes"] / table["train_minutes"].iloc[0]
+    return table
