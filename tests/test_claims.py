@@ -243,36 +243,28 @@ def _ablation(model: str) -> dict[str, dict]:
     return {r["slice"]: r for r in rows("10_train_self_speculative_model", "ablation", model=model)}
 
 
-def test_10_model_reaches_the_acceptance_targets_but_not_the_time_budget():
-    """Held-out perplexity 75.6; Linear-SS at B = 32 accepts 5.25 / 5.27 / 4.31 tokens per
-    iteration on packages / stdlib / code (targets >= 3.5 on code slices, >= 4 on stdlib), +2.6 to
-    +3.5 over stage 1; training took 44.7 min on 2 cores in the run that trained the committed
-    model (the 25-min target is missed; an earlier run took 34.1 min).  The gain comes with
-    loopier text: the outputs repeat more than stage 1's."""
+def test_10_the_fresh_text_recipe_trades_acceptance_on_loops_for_fresh_text():
+    """Issue 40's recipe (stage 1 of 2,400 steps, then stage 2 with unlikelihood on the model's own
+    repeated 4-grams): held-out perplexity below 50; training within 80 min on 2 cores; on every
+    slice the final model's greedy text repeats at most 0.35 of its tokens, at least 0.2 less than
+    stage 1's; the price is Linear-SS acceptance no higher than stage 1's by more than 0.5 tokens
+    per iteration (acceptance earned on loops goes with the loops)."""
     m = metrics("10_train_self_speculative_model")
-    assert m["heldout_perplexity"] < 80 and 25 * 60 < m["record"]["train_seconds"] <= 50 * 60
+    assert m["heldout_perplexity"] < 50 and m["record"]["train_seconds"] <= 80 * 60
     final, stage1 = _ablation("final"), _ablation("stage 1 (no self-distillation)")
     assert set(final) == set(stage1) == {"packages", "stdlib", "code"}
-    assert final["stdlib"]["linear_tokens_per_iteration"] >= 4.0
-    assert final["packages"]["linear_tokens_per_iteration"] >= 3.5 and final["code"]["linear_tokens_per_iteration"] >= 3.5
     for name in final:
-        assert final[name]["linear_tokens_per_iteration"] >= stage1[name]["linear_tokens_per_iteration"] + 2.0, name
-        assert final[name]["repetition"] > stage1[name]["repetition"], name
+        assert final[name]["repetition"] <= 0.35, name
+        assert final[name]["repetition"] <= stage1[name]["repetition"] - 0.2, name
+        assert final[name]["linear_tokens_per_iteration"] <= stage1[name]["linear_tokens_per_iteration"] + 0.5, name
 
 
-def test_10_the_kl_term_matters():
-    """Without the KL term to the AR distribution, stage 2 buys less than half the gain."""
-    final, no_teacher = _ablation("final"), _ablation("no_teacher")
+def test_10_without_unlikelihood_stage_2_writes_loops_again():
+    """The ablation: the same stage 2 (own text refreshed) without the unlikelihood term repeats at
+    least 0.15 more of its tokens than the final model on every slice."""
+    final, plain = _ablation("final"), _ablation("no_unlikelihood")
     for name in final:
-        assert final[name]["linear_tokens_per_iteration"] >= no_teacher[name]["linear_tokens_per_iteration"] + 1.0, name
-
-
-def test_10_training_ar_mode_on_its_own_text_buys_acceptance_with_loops():
-    """The ablation docs/models.md warns about: more tokens/iteration, and more repetitive text."""
-    final, own = _ablation("final"), _ablation("ar_on_own_text")
-    for name in final:
-        assert own[name]["linear_tokens_per_iteration"] > final[name]["linear_tokens_per_iteration"], name
-        assert own[name]["repetition"] > final[name]["repetition"], name
+        assert plain[name]["repetition"] >= final[name]["repetition"] + 0.15, name
 
 
 def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
