@@ -338,3 +338,31 @@ def test_replayed_rounds_are_the_real_decode(trained_pair, passes):
     assert editing.replay_agrees_with_decoding(target, drafter, rounds, greedy, prompts, min_share=1.0)
     off = rounds.assign(accepted=rounds["accepted"] + 1)
     assert not editing.replay_agrees_with_decoding(target, drafter, off, greedy, prompts, min_share=1.0)
+
+
+def test_repair_corruption_and_gain_by_future_count_what_app_a4_counts():
+    """Seed 002, App. A.4 on a hand-made replay: P1 rejects slot 1 with two correct slots after it;
+    bidirectional P2 repairs it and accepts all four; causal P2 repairs slot 1 but breaks slot 0
+    (a corruption: A falls from 1 to 0); the gain is 4 at two correct future tokens."""
+    import pandas as pd
+
+    from spec_lib.studies import editing
+
+    prompts = {"code": [[1, 2, 3]]}
+    greedy = pd.DataFrame([{"slice": "code", "prompt": 0, "method": "ar", "output": [10, 11, 12, 13, 14]}])
+
+    def frame(p2_accepted, p2_proposal):
+        base = {"slice": "code", "prompt": 0, "anchor": 2, "changed": 0}
+        return pd.DataFrame([{**base, "pass": 1, "accepted": 1, "correct_after_reject": 2, "proposal": [10, 99, 12, 13]},
+                             {**base, "pass": 2, "accepted": p2_accepted, "correct_after_reject": 0,
+                              "proposal": p2_proposal}])
+
+    bidirectional, causal = frame(4, [10, 11, 12, 13]), frame(0, [98, 11, 12, 13])
+    table = editing.repair_and_corruption(bidirectional, causal, greedy, prompts, passes=(2,)).set_index("attention")
+    assert table.loc["bidirectional", ["repairs", "corrupts"]].tolist() == [1.0, 0.0]
+    assert table.loc["causal", ["repairs", "corrupts"]].tolist() == [1.0, 1.0]
+    causal_wrong = frame(0, [98, 97, 12, 13])                    # negative control: slot 1 still wrong
+    table = editing.repair_and_corruption(bidirectional, causal_wrong, greedy, prompts, passes=(2,)).set_index("attention")
+    assert table.loc["causal", "repairs"] == 0.0
+    gain = editing.gain_by_future(bidirectional, causal, passes=(2,))
+    assert gain[["correct_future_tokens", "delta", "rounds", "pass"]].values.tolist() == [[2, 4.0, 1, "P2"]]

@@ -81,6 +81,23 @@ def visibility(table: pd.DataFrame):
     return grid.figure
 
 
+def gain_by_future(table: pd.DataFrame):
+    """Figure 5 analogue: what bidirectional attention inside the proposal adds to A, by P1's
+    correct tokens after its first rejection (the last point pools that many or more)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    sns.lineplot(table, x="correct_future_tokens", y="delta", hue="pass", marker="o", ax=ax)
+    for _, r in table.iterrows():
+        ax.annotate(str(int(r["rounds"])), (r["correct_future_tokens"], r["delta"]), textcoords="offset points",
+                    xytext=(0, 5), ha="center", fontsize=7)
+    ax.axhline(0.0, color="black", lw=1)
+    cap = int(table["correct_future_tokens"].max())
+    ax.set_xticks(range(cap + 1), [*map(str, range(cap)), f"{cap}+"])
+    ax.set(xlabel="P1's correct tokens after its first rejected slot", ylabel="A bidirectional - A causal",
+           title="future context and repair (numbers: rounds)")
+    fig.tight_layout()
+    return fig
+
+
 def round_picture(picture: pd.DataFrame):
     """Figure 4 analogue: one round, slot by slot; green where a pass matches the target."""
     passes = [c for c in picture.columns if c.startswith("P") and not c.endswith(" ok")]

@@ -1,5 +1,5 @@
 """What editing does, measured round by round (seed 002, Sec. 4.3 Table 2(a), Sec. 5 Figure 3(a),
-Table 3, Figure 4).
+Table 3, Figure 4, App. A.4 and Figure 5).
 
 Rounds are replayed teacher-forced on the target's own greedy output: for a prompt and its
 greedy continuation y, a round anchored at position a has the verified prefix y_{<=a}, and
@@ -187,6 +187,61 @@ def visibility_table(bidirectional: pd.DataFrame, causal: pd.DataFrame, passes=(
             rows.append({"slice": name, "pass": f"P{step}", "bidirectional": bi[name], "causal": ca[name],
                          "delta": bi[name] - ca[name], "rounds": int(len(path[path["slice"] == name]))})
     return pd.DataFrame(rows)
+
+
+_KEYS = ["slice", "prompt", "anchor"]
+
+
+def repair_and_corruption(bidirectional: pd.DataFrame, causal: pd.DataFrame, greedy: pd.DataFrame, prompts: dict,
+                          passes=(2, 3)) -> pd.DataFrame:
+    """Seed 002, App. A.4 "Repair and preservation": per slice, pass P_K and attention inside the
+    proposal, over the rounds the bidirectional decode at P_K visits (as :func:`visibility_table`):
+    ``repairs``, the share of rounds with a rejected P1 slot in which P_K's token at P1's first
+    rejected slot is the target's; ``corrupts``, the share of rounds in which P_K accepts fewer
+    tokens than P1 (an edit broke a slot of P1's accepted prefix); with the round counts."""
+    sequences: dict[tuple, list[int]] = {}
+
+    def label(row) -> int:
+        key = (row["slice"], row["prompt"])
+        if key not in sequences:
+            sequences[key] = _sequence(greedy, prompts, *key)
+        return sequences[key][row["anchor"] + 1 + row["accepted_p1"]]
+
+    rows = []
+    for step in passes:
+        path = decoded_path(bidirectional, step)
+        for attention, rounds in (("bidirectional", bidirectional), ("causal", causal)):
+            first = on_path(rounds[rounds["pass"] == 1], path)[[*_KEYS, "accepted", "proposal"]]
+            later = on_path(rounds[rounds["pass"] == step], path)[[*_KEYS, "accepted", "proposal"]]
+            both = first.merge(later, on=_KEYS, suffixes=("_p1", "_pk"))
+            rejected = both[both["accepted_p1"] < both["proposal_p1"].str.len()].copy()
+            rejected["repaired"] = [r["proposal_pk"][r["accepted_p1"]] == label(r) for _, r in rejected.iterrows()]
+            both["corrupted"] = both["accepted_pk"] < both["accepted_p1"]
+            for name in both["slice"].unique():
+                part, bad = both[both["slice"] == name], rejected[rejected["slice"] == name]
+                rows.append({"slice": name, "pass": f"P{step}", "attention": attention,
+                             "repairs": float(bad["repaired"].mean()) if len(bad) else float("nan"),
+                             "corrupts": float(part["corrupted"].mean()), "rounds": int(len(part)),
+                             "rounds_with_a_rejection": int(len(bad))})
+    return pd.DataFrame(rows)
+
+
+def gain_by_future(bidirectional: pd.DataFrame, causal: pd.DataFrame, passes=(2, 3), cap: int = 6) -> pd.DataFrame:
+    """Seed 002, App. A.4 and Figure 5: the mean A_bidirectional - A_causal at P_K by the number of
+    P1's correct tokens after its first rejected slot (``cap`` or more pooled), over the rounds the
+    bidirectional decode at P_K visits, with the round counts."""
+    tables = []
+    for step in passes:
+        path = decoded_path(bidirectional, step)
+        future = on_path(bidirectional[bidirectional["pass"] == 1], path)[[*_KEYS, "correct_after_reject"]]
+        bi = on_path(bidirectional[bidirectional["pass"] == step], path)[[*_KEYS, "accepted"]]
+        ca = on_path(causal[causal["pass"] == step], path)[[*_KEYS, "accepted"]]
+        merged = future.merge(bi, on=_KEYS).merge(ca, on=_KEYS, suffixes=("_bidirectional", "_causal"))
+        merged["delta"] = merged["accepted_bidirectional"] - merged["accepted_causal"]
+        merged["correct_future_tokens"] = merged["correct_after_reject"].clip(upper=cap)
+        tables.append(merged.groupby("correct_future_tokens", as_index=False)
+                      .agg(delta=("delta", "mean"), rounds=("delta", "size")).assign(**{"pass": f"P{step}"}))
+    return pd.concat(tables, ignore_index=True)
 
 
 def round_picture(round_rows: pd.DataFrame, sequence: list[int], anchor: int, tokenizer) -> pd.DataFrame:
