@@ -701,7 +701,7 @@ def test_31_dedit_is_lossless_proposalmix_makes_editing_accept_more_and_dflash_a
     ar = {r["slice"]: r for r in m["main"] if r["method"] == "ar" and r["temperature"] == 0.0}
     assert ar["math"]["repetition"] < 0.5 < min(ar["code"]["repetition"], ar["stdlib"]["repetition"])
     assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
-    exits = {r["method"]: r for r in m["early_exit"]}
+    exits = {r["method"]: r for r in m["by_pass"]}
     assert exits["dedit P4 early exit"]["passes_per_round"] < exits["dedit P4"]["passes_per_round"] - 0.5
     assert exits["dedit P4 early exit"]["speedup"] > exits["dedit P4"]["speedup"]
 

@@ -152,3 +152,19 @@ def observed_vs_exact(fits: pd.DataFrame, raw: list, temperatures, n_samples: in
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def speedup_by_pass(table):
+    """Seed 002's Figure 6 analogue: tokens per round and speedup over AR by the number of passes
+    P_K, early exit as its own point."""
+    rows = table[table["method"] != "ar"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, column, label in ((axes[0], "tokens_per_round", "tokens per round"),
+                              (axes[1], "speedup", "throughput / AR (mean over slices)")):
+        sns.barplot(rows, x="method", y=column, ax=ax, color="tab:blue")
+        ax.set(xlabel="", ylabel=label)
+        ax.tick_params(axis="x", rotation=30)
+    axes[1].axhline(1.0, color="black", lw=1)
+    fig.suptitle("editing passes: what each adds and what it costs (greedy)")
+    fig.tight_layout()
+    return fig

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .acceptance import run_by_temperature
+from .acceptance import paired_speedup, run_by_temperature
+from .bench import Method, run_grid
 
 
 def training_summary(history: pd.DataFrame) -> pd.DataFrame:
@@ -65,3 +66,30 @@ def drafting_time(runs: pd.DataFrame) -> pd.DataFrame:
                      "drafter_share_of_model": drafter / group["model"].sum(),
                      "non_model_share_of_wall": 1 - group["model"].sum() / group["wall"].sum()})
     return pd.DataFrame(rows)
+
+
+def pass_methods(bundle, name: str, max_passes: int) -> list[Method]:
+    """Seed 002's Figure 6 grid: AR, then network ``name`` of ``bundle`` (a
+    :class:`~spec_lib.training.block_drafters.BlockDrafters`) verifying P1, P2, ..., P_``max_passes``,
+    and P_``max_passes`` with early exit (editing stops once a pass changes no token)."""
+    if isinstance(max_passes, bool) or not isinstance(max_passes, int) or max_passes < 1:
+        raise ValueError(f"max_passes must be an int >= 1, got {max_passes!r}")
+    k = bundle.width_of(name) - 1
+    methods = [Method("ar", 1)]
+    methods += [Method("deer", k, drafter=bundle.drafter(name, p), label=f"{name} P{p}") for p in range(1, max_passes + 1)]
+    methods.append(Method("deer", k, drafter=bundle.drafter(name, max_passes, early_exit=True),
+                          label=f"{name} P{max_passes} early exit"))
+    return methods
+
+
+def speedup_by_pass(target, prompts: dict, methods: list[Method], *, n_resamples: int, seed: int, **kwargs
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Greedy decodes of ``methods`` (:func:`pass_methods`) on every prompt: ``(runs, table)``, the
+    table per method with the drafting time (:func:`drafting_time`), tokens per round and the mean
+    paired speedup over AR across slices (Figure 6)."""
+    runs = run_grid(target, prompts, methods, seed=seed, **kwargs)
+    speed = (paired_speedup(runs, n_resamples=n_resamples, seed=seed).groupby("method", as_index=False)["speedup"]
+             .mean())
+    per_round = (runs.groupby("method", sort=False)[["tokens", "iterations"]].sum()
+                 .assign(tokens_per_round=lambda f: f["tokens"] / f["iterations"])[["tokens_per_round"]].reset_index())
+    return runs, drafting_time(runs).merge(per_round, on="method").merge(speed, on="method", how="left")
