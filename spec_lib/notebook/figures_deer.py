@@ -168,3 +168,17 @@ def speedup_by_pass(table):
     fig.suptitle("editing passes: what each adds and what it costs (greedy)")
     fig.tight_layout()
     return fig
+
+
+def round_time_by_pass(table):
+    """Seed 002's Figure 7 axes on this machine: per method of the pass grid, each round's target
+    time, drafter time and the rest (the decoder's own work and the gaps between calls), stacked."""
+    rows = table[table["method"] != "ar"].set_index("method")
+    parts = rows[["target_ms_per_round", "drafter_ms_per_round", "other_ms_per_round"]]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    parts.rename(columns={"target_ms_per_round": "target", "drafter_ms_per_round": "drafter",
+                          "other_ms_per_round": "other (decoder, gaps)"}).plot.bar(stacked=True, ax=ax)
+    ax.set(xlabel="", ylabel="ms per round", title="where a round's time goes, by editing passes")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig

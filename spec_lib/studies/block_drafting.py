@@ -54,8 +54,9 @@ def with_macro_average(main: pd.DataFrame) -> pd.DataFrame:
 
 
 def drafting_time(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per method: drafter passes per round, drafter and target time per round (ms), the
-    drafter's share of model time and the decoder's own (non-model) share of wall time."""
+    """Per method: drafter passes per round, drafter and target time per round (ms), the rest of
+    each round's wall time (``other_ms_per_round``: the decoder's own work and the gaps between
+    calls), the drafter's share of model time and the decoder's own (non-model) share of wall time."""
     rows = []
     for method, group in runs.groupby("method", sort=False):
         rounds = group["iterations"].sum()
@@ -63,6 +64,7 @@ def drafting_time(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"method": method, "passes_per_round": group["drafter_nfe"].sum() / rounds,
                      "drafter_ms_per_round": 1e3 * drafter / rounds,
                      "target_ms_per_round": 1e3 * (group["model"].sum() - drafter) / rounds,
+                     "other_ms_per_round": 1e3 * (group["wall"].sum() - group["model"].sum()) / rounds,
                      "drafter_share_of_model": drafter / group["model"].sum(),
                      "non_model_share_of_wall": 1 - group["model"].sum() / group["wall"].sum()})
     return pd.DataFrame(rows)
