@@ -2,7 +2,8 @@
 
 Reference: seed 001, Sec. 4.4 "Batch inference": several sequences decode together, each
 accepting its own number of draft tokens per cycle.  The paper ran both methods without a
-KV cache; here the target keeps one (transformers' assisted generation does not batch).
+KV cache (Table 5); here the target keeps one, or with ``kv_cache=False`` runs each sequence's
+whole verified prefix again in every call, as the paper did (:func:`_uncached_logits`).
 
 Ragged lengths are handled with **slots**: the target's cache has one column per slot,
 shared by all sequences, and a boolean ``valid`` matrix says which slots of each sequence
@@ -83,6 +84,7 @@ class _Batch:
     per_cycle: list[tuple[list[int], list[int]]] = field(default_factory=list)   # (live, appended)
     model_seconds: float = 0.0
     drafter_seconds: float = 0.0
+    kv_cache: bool = True
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, new_visible: torch.Tensor) -> torch.Tensor:
         """Target forward of new rows over the slot cache (one NFE per live sequence)."""
@@ -98,7 +100,7 @@ class _Batch:
         return logits
 
 
-def run_batch(target, drafter, request, eos: int | None, started: float) -> list[DecodeResult]:
+def run_batch(target, drafter, request, eos: int | None, started: float, kv_cache: bool = True) -> list[DecodeResult]:
     """Decode the checked ``request`` (:func:`spec_lib.schedules.validation.validate`) in one
     batch; one :class:`DecodeResult` per prompt (see :func:`spec_lib.decode_batch`)."""
     if not hasattr(target, "hf_model"):
@@ -108,6 +110,7 @@ def run_batch(target, drafter, request, eos: int | None, started: float) -> list
                          f"{type(drafter).__name__}")
     state = _start(target, drafter, request.prompts, request.width if drafter is not None else 0,
                    request.max_new_tokens, eos)
+    state.kv_cache = kv_cache
     first = True
     while state.live_host:
         _cycle(state, first)
@@ -141,6 +144,28 @@ def _context_rows(state: _Batch):
     return ids, cols[None, :].expand(real.shape[0], -1), real, padded_visible(state.lengths - 1, context, causal=True)
 
 
+def _uncached_logits(state: _Batch, new: torch.Tensor) -> torch.Tensor:
+    """Without a KV cache (seed 001, Table 5): each live sequence's verified prefix but its last
+    token, then its ``new`` rows ``(N, k + 1)`` = [last, d^(1..k)], right-padded and causal, in
+    one call; the logits ``(N, k + 1, V)`` of the new rows."""
+    live = state.live
+    before = state.lengths[live] - 1                                                 # (N,) rows before `last`
+    rows = before[:, None] + torch.arange(new.shape[1], device=new.device)[None, :]  # (N, k+1)
+    width = int(rows.max()) + 1
+    cols = torch.arange(width, device=new.device)
+    ids = torch.where(cols[None, :] < before[:, None], state.buffer[live, :width], 0).scatter(1, rows, new)
+    visible = padded_visible(before + new.shape[1], width, causal=True)
+    mask = to_additive(visible, state.target.dtype)[:, None]
+    start = time.perf_counter()
+    with torch.inference_mode():
+        logits = state.target.hf_model(input_ids=ids, position_ids=cols[None, :].expand(ids.shape[0], -1),
+                                       attention_mask=mask, use_cache=False).logits
+        if logits.is_cuda:
+            torch.cuda.synchronize(logits.device)
+    state.model_seconds += time.perf_counter() - start
+    return logits.gather(1, rows[..., None].expand(-1, -1, logits.shape[-1]))
+
+
 def _cycle(state: _Batch, first: bool = False) -> None:
     """One draft-verify cycle of every live sequence (the first also processes the prompts); the
     one host sync of the cycle."""
@@ -158,18 +183,21 @@ def _cycle(state: _Batch, first: bool = False) -> None:
     else:
         draft = None
         ids = last[:, None]
-    positions = (state.lengths[live] - 1)[:, None] + steps[None, :]
-    visible = causal_visible(k + 1, device)[None].expand(n_live, -1, -1)
-    context = 0
-    if first and int((state.lengths - 1).max()):                                    # every sequence is live
-        ctx_ids, ctx_pos, real, ctx_visible = _context_rows(state)
-        context = ctx_ids.shape[1]
-        ids, positions = torch.cat([ctx_ids, ids], 1), torch.cat([ctx_pos, positions], 1)
-        visible = torch.cat([torch.cat([ctx_visible, ctx_visible.new_zeros(n_live, context, k + 1)], 2),
-                             torch.cat([real[:, None, :].expand(-1, k + 1, -1), visible], 2)], 1)
-    logits = state.forward(ids, positions, visible)[:, context:]
-    if context:
-        state.slots.append(real)
+    if state.kv_cache:
+        positions = (state.lengths[live] - 1)[:, None] + steps[None, :]
+        visible = causal_visible(k + 1, device)[None].expand(n_live, -1, -1)
+        context = 0
+        if first and int((state.lengths - 1).max()):                                # every sequence is live
+            ctx_ids, ctx_pos, real, ctx_visible = _context_rows(state)
+            context = ctx_ids.shape[1]
+            ids, positions = torch.cat([ctx_ids, ids], 1), torch.cat([ctx_pos, positions], 1)
+            visible = torch.cat([torch.cat([ctx_visible, ctx_visible.new_zeros(n_live, context, k + 1)], 2),
+                                 torch.cat([real[:, None, :].expand(-1, k + 1, -1), visible], 2)], 1)
+        logits = state.forward(ids, positions, visible)[:, context:]
+        if context:
+            state.slots.append(real)
+    else:
+        logits = _uncached_logits(state, ids)
     choice = logits.argmax(-1)                                                      # (N, k+1)
     if k:
         h = torch.cumprod((draft == choice[:, :k]).long(), 1).sum(1)                # matched drafts
@@ -189,7 +217,8 @@ def _cycle(state: _Batch, first: bool = False) -> None:
     # overwritten later (the buffer has k + 2 spare columns).
     state.buffer[live[:, None], state.lengths[live][:, None] + steps[None, :]] = choice
     state.lengths[live] += a
-    state.slots.append(steps[None, :] < a[:, None])            # [last, d^(1..a-1)] became verified
+    if state.kv_cache:
+        state.slots.append(steps[None, :] < a[:, None])        # [last, d^(1..a-1)] became verified
     done = ended | (state.lengths[live] - state.prompt_lengths[live] >= state.max_new_tokens)
     a_host, done_host = torch.stack([a, done.long()]).tolist()                      # the one host sync
     state.per_cycle.append((state.live_host, a_host))
@@ -200,10 +229,10 @@ def _cycle(state: _Batch, first: bool = False) -> None:
         state.live_host = [state.live_host[j] for j in kept]
         keep = torch.tensor(kept, dtype=torch.long, device=device)
         state.live = live[keep]
-        if state.live_host:
+        if state.live_host and state.kv_cache:
             state.slots.select(keep)
     # Valid slots per sequence = its verified length - 1, so the dead share is known on the host.
-    if state.live_host and state.slots.valid.shape[1] > 64 and \
+    if state.kv_cache and state.live_host and state.slots.valid.shape[1] > 64 and \
             sum(state.length_host[b] - 1 for b in state.live_host) < 0.5 * len(state.live_host) * state.slots.valid.shape[1]:
         state.slots.squeeze()
 

@@ -109,7 +109,7 @@ def decode(model, prompt_ids, *, schedule: str, width: int, max_new_tokens: int,
 
 
 def decode_batch(model, prompts: list, *, schedule: str, width: int, max_new_tokens: int, drafter=None,
-                 eos_token_id: int | None = None, **options) -> list[DecodeResult]:
+                 eos_token_id: int | None = None, kv_cache: bool = True, **options) -> list[DecodeResult]:
     """Greedy decoding of several prompts together (seed 001, Sec. 4.4 "Batch inference"):
     :func:`decode`'s arguments with ``prompts`` (a non-empty list of token-id sequences, ragged)
     in place of ``prompt_ids``; schedules ``ar`` and ``drafted`` (alias ``deer``).
@@ -121,19 +121,26 @@ def decode_batch(model, prompts: list, *, schedule: str, width: int, max_new_tok
     (``wall_seconds``, ``model_seconds``, ``target_seconds``, ``drafter_seconds``, ``tokens``,
     ``cycles``, ``batch``).  Other options of :func:`decode` (``temperature``,
     ``stop_sequences``, ``ablation``, ...) are refused unless they are their greedy defaults.
+
+    ``kv_cache=False`` is seed 001's Table 5 setting: every call runs each sequence's whole verified
+    prefix again (no cache is kept), which changes the cost of a call and nothing else (the same
+    tokens, NFE and acceptance).
     """
     from .batch import run_batch
 
     started = time.perf_counter()
     if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)) or not prompts:
         raise ValueError("prompts must be a non-empty list of token-id sequences")
+    if not isinstance(kv_cache, bool):
+        raise ValueError(f"kv_cache must be True or False, got {kv_cache!r}")
     refused = sorted(name for name, default in BATCH_REFUSED.items() if name in options and options[name] != default)
     if refused:
         raise ValueError(f"decode_batch is greedy and left to right: it takes {refused} only at their defaults "
                          f"{ {name: BATCH_REFUSED[name] for name in refused} }")
     request = validate(model, list(prompts), schedule=schedule, width=width, max_new_tokens=max_new_tokens,
                        eos_token_id=eos_token_id, drafter=drafter, batch=True, prompt_name="prompts[i]", **options)
-    return run_batch(model, drafter, request, None if eos_token_id is None else int(eos_token_id), started)
+    return run_batch(model, drafter, request, None if eos_token_id is None else int(eos_token_id), started,
+                     kv_cache=kv_cache)
 
 
 __all__ = ["decode", "decode_batch", "is_any_order"]

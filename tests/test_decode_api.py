@@ -119,6 +119,42 @@ def test_decode_batch_returns_per_row_what_decode_returns():
                     (name, eos, prompt)
 
 
+def test_decode_batch_without_a_kv_cache_reruns_the_prefix_and_returns_the_same_decode():
+    """Seed 001's Table 5 setting: with ``kv_cache=False`` every call feeds each sequence's whole
+    verified prefix again (the calls grow with the output; with the cache, later calls feed k + 1
+    rows), and tokens, NFE and acceptance are the cached decode's, for AR and the drafter, with EOS."""
+    target = DualModeLM(tiny_lm("qwen3", seed=13), MASK_ID)
+    drafter = DiffusionDrafter(tiny_lm("qwen3", seed=14, layers=1), MASK_ID, SEP_ID, context=6)
+    prompts = [[1, 4], [2, 7, 5, 9, 1], [6]]
+    forward, rows = target.hf_model.forward, []
+
+    def counting(*args, **kwargs):
+        rows.append(kwargs["input_ids"].shape[1])
+        return forward(*args, **kwargs)
+
+    target.hf_model.forward = counting
+    try:
+        for name in ("ar", "drafted"):
+            for eos in (None, 3):
+                options = {"drafter": drafter} if name != "ar" else {}
+                rows.clear()
+                cached = decode_batch(target, prompts, schedule=name, width=3, max_new_tokens=12, eos_token_id=eos,
+                                      **options)
+                cached_rows = list(rows)
+                rows.clear()
+                uncached = decode_batch(target, prompts, schedule=name, width=3, max_new_tokens=12,
+                                        eos_token_id=eos, kv_cache=False, **options)
+                assert [(r.tokens, r.nfe, r.accepted) for r in uncached] == \
+                       [(r.tokens, r.nfe, r.accepted) for r in cached], (name, eos)
+                width = 4 if name != "ar" else 1
+                assert max(cached_rows[1:]) == width                        # the cache: k + 1 new rows a call
+                assert rows[-1] > width + 4 and rows == sorted(rows)       # no cache: the prefix every call
+    finally:
+        target.hf_model.forward = forward
+    with pytest.raises(ValueError, match="kv_cache must be True or False"):
+        decode_batch(target, prompts, schedule="ar", width=1, max_new_tokens=4, kv_cache="no")
+
+
 def test_decode_batch_refuses_what_it_does_not_run():
     target = DualModeLM(tiny_lm("qwen3", seed=13), MASK_ID)
     cases = [(dict(schedule="packed"), "decode_batch runs the schedules"),

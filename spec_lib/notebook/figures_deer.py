@@ -120,12 +120,16 @@ def position_acceptance(positions: pd.DataFrame):
     return fig
 
 
-def batch_throughput(pivot: pd.DataFrame, block: int):
-    """Tokens/s of batched AR and DEER decoding by batch size (Table 5)."""
+def batch_throughput(pivot: pd.DataFrame, block: int, uncached: pd.DataFrame | None = None):
+    """Tokens/s of batched AR and DEER decoding by batch size (Table 5), with the KV cache and,
+    when ``uncached`` (the same pivot) is given, without one (dashed: the paper's setting)."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for method in ("ar", "deer"):
-        ax.plot(pivot.index, pivot[method], "o-", label=method)
-    ax.set(xscale="log", xlabel="batch size", ylabel="tokens / s", title=f"batched greedy decoding, k = {block}")
+    for method, colour in (("ar", "tab:blue"), ("deer", "tab:orange")):
+        ax.plot(pivot.index, pivot[method], "o-", color=colour, label=f"{method}, KV cache")
+        if uncached is not None:
+            ax.plot(uncached.index, uncached[method], "s--", color=colour, label=f"{method}, no KV cache")
+    ax.set(xscale="log", yscale="log" if uncached is not None else "linear", xlabel="batch size", ylabel="tokens / s",
+           title=f"batched greedy decoding, k = {block}")
     ax.minorticks_off()
     ax.set_xticks(list(pivot.index), [str(b) for b in pivot.index])
     ax.legend()

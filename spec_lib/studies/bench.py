@@ -488,9 +488,9 @@ def at_block(schedule: str, block: int) -> str:
 
 
 def batch_throughput(target, drafter, prompts: list, *, batch_sizes, width: int, max_new_tokens: int,
-                     eos_token_id: int | None = None, progress: bool = True):
-    """Tokens/s of ``ar`` and ``deer`` at each batch size (seed 001, Table 5), with a KV cache
-    (:func:`spec_lib.decode_batch`).
+                     eos_token_id: int | None = None, kv_cache: bool = True, progress: bool = True):
+    """Tokens/s of ``ar`` and ``deer`` at each batch size (seed 001, Table 5), with a KV cache or,
+    with ``kv_cache=False``, without one as the paper ran it (:func:`spec_lib.decode_batch`).
 
     The prompts are cut into consecutive batches of each size (a last partial batch is
     dropped, so every size decodes the same number of prompts only when it divides it);
@@ -500,14 +500,17 @@ def batch_throughput(target, drafter, prompts: list, *, batch_sizes, width: int,
     """
     from ..decoding import decode_batch
 
-    decode_batch(target, prompts[:2], schedule="drafted", width=width, max_new_tokens=8, drafter=drafter)  # warm-up
+    decode_batch(target, prompts[:2], schedule="drafted", width=width, max_new_tokens=8, drafter=drafter,
+                 kv_cache=kv_cache)                                                              # warm-up
     rows, outputs = [], []
     jobs = [(size, start) for size in batch_sizes for start in range(0, len(prompts) - size + 1, size)]
-    for n, (size, start) in enumerate(tqdm(jobs, desc="batched decoding", disable=not progress)):
+    label = "batched decoding" if kv_cache else "batched decoding, no KV cache"
+    for n, (size, start) in enumerate(tqdm(jobs, desc=label, disable=not progress)):
         chunk = prompts[start: start + size]
         for schedule in (("ar", "deer") if n % 2 == 0 else ("deer", "ar")):
             results = decode_batch(target, chunk, schedule=schedule, width=width, max_new_tokens=max_new_tokens,
-                                   drafter=drafter if schedule == "deer" else None, eos_token_id=eos_token_id)
+                                   drafter=drafter if schedule == "deer" else None, eos_token_id=eos_token_id,
+                                   kv_cache=kv_cache)
             rows.append({"batch": size, "method": schedule, **results[0].extras["batch"]})
             outputs += [{"batch": size, "method": schedule, "prompt": start + j, "output": tuple(r.tokens),
                          "accepted": tuple(r.accepted)} for j, r in enumerate(results)]
