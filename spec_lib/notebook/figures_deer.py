@@ -186,3 +186,29 @@ def round_time_by_pass(table):
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     return fig
+
+
+def regeneration(tokens: pd.DataFrame, summary: pd.DataFrame, tokenizer, drafter: str):
+    """Seed 001's Figure 5 analogue.  Left: agreement of each drafter's regenerated blocks with the
+    target's greedy text (all tokens; bars per slice).  Right: the first prompt's blocks by
+    ``drafter``, one row per block, each slot's token coloured by the iteration that filled it
+    (darker: later), green-edged where it equals the target's token."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [1, 1.6]})
+    sns.barplot(summary, x="drafter", y="agreement", hue="slice", ax=left)
+    left.set(xlabel="", ylabel="share of tokens = target's greedy", title="block regeneration")
+    left.tick_params(axis="x", rotation=20)
+    first = tokens[(tokens["drafter"] == drafter)]
+    first = first[(first["slice"] == first["slice"].iloc[0]) & (first["prompt"] == 0)]
+    k = int(first["slot"].max()) + 1
+    per_block = first.groupby("block")["iteration"].transform(lambda s: s - s.min())
+    grid = np.full((int(first["block"].max()) + 1, k), np.nan)
+    grid[first["block"], first["slot"]] = per_block
+    right.imshow(grid, cmap="Blues", vmin=-1, vmax=max(1.0, float(np.nanmax(grid))), aspect="auto")
+    for _, r in first.iterrows():
+        right.text(r["slot"], r["block"], repr(tokenizer.decode([int(r["token"])]))[1:-1][:8], ha="center",
+                   va="center", fontsize=7, family="monospace",
+                   bbox={"edgecolor": "green" if r["agrees"] else "none", "facecolor": "none", "pad": 1})
+    right.set(xlabel="slot", ylabel="block", title=f"{drafter}: tokens by the iteration that filled them")
+    right.set_xticks(range(k))
+    fig.tight_layout()
+    return fig

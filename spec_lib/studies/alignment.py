@@ -158,3 +158,81 @@ def training_costs(deer, feature_heads) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["relative_to_deer"] = table["train_minutes"] / table["train_minutes"].iloc[0]
     return table
+
+
+def regenerate_blocks(hf_model, mask_token_id: int, sep_token_id: int, prefix: list[int], *, blocks: int, k: int,
+                      per_iteration: int, context: int | None = None) -> pd.DataFrame:
+    """Seed 001, Sec. 4.5 and Figure 5, "reliable block regeneration": the dLLM alone extends
+    ``prefix`` block by block.  A block starts as ``[prefix tail][SEP][MASK x k]``; each iteration
+    fills the ``per_iteration`` masked slots it is most confident about with their argmax, and the
+    slots left masked are predicted again with the filled ones visible; a full block joins the
+    prefix and the next one starts.  One row per generated token: ``block``, ``slot``, the global
+    ``iteration`` that produced it, ``token`` and ``confidence`` (its probability then)."""
+    import torch
+
+    from ..masks.predicates import padded_visible, to_additive
+
+    for name, value in (("blocks", blocks), ("k", k), ("per_iteration", per_iteration)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    device = next(hf_model.parameters()).device
+    dtype = next(hf_model.parameters()).dtype
+    text, rows, iteration = list(prefix), [], 0
+    for b in range(blocks):
+        tail = text[-context:] if context else text
+        block = torch.full((k,), mask_token_id, dtype=torch.long, device=device)
+        open_ = torch.ones(k, dtype=torch.bool, device=device)              # slots still masked
+        while bool(open_.any()):
+            ids = torch.cat([torch.tensor(tail + [sep_token_id], device=device), block])[None]
+            mask = to_additive(padded_visible(torch.tensor([ids.shape[1]], device=device), ids.shape[1]), dtype)[:, None]
+            with torch.inference_mode():
+                probs = hf_model(input_ids=ids, attention_mask=mask, use_cache=False,
+                                 logits_to_keep=k).logits[0].float().softmax(-1)
+                probs[:, [mask_token_id, sep_token_id]] = 0.0               # a filled slot holds a text token
+                confidence, token = probs.max(-1)
+            chosen = torch.where(open_, confidence, -1.0).topk(min(per_iteration, int(open_.sum()))).indices
+            block[chosen] = token[chosen]
+            open_[chosen] = False
+            rows += [{"block": b, "slot": int(s), "iteration": iteration, "token": int(token[s]),
+                      "confidence": float(confidence[s])} for s in chosen.tolist()]
+            iteration += 1
+        text += block.tolist()
+    return pd.DataFrame(rows).sort_values(["block", "slot"], ignore_index=True)
+
+
+def regeneration_agreement(target_hf, drafters: dict, prompts: dict, *, mask_token_id: int, sep_token_id: int,
+                           blocks: int, k: int, per_iteration: int, context: int | None = None
+                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`regenerate_blocks` with each drafter (``{label: hf_model}``) from every prompt of every
+    slice: ``(tokens, summary)``.  ``tokens`` holds every generated token (with ``drafter``,
+    ``slice``, ``prompt``) and whether it equals the target's greedy token at the same position
+    (the target decoding from the same prompt: what "coherent" is measured against here); the
+    summary per drafter and slice holds that agreement, the leading agreement (tokens before the
+    first disagreement, per prompt), iterations per block and the repetition share of the text."""
+    import torch
+
+    from .repetition import repetition_share
+
+    tables, summary = [], []
+    for name, items in prompts.items():
+        for i, prompt in enumerate(items):
+            with torch.inference_mode():
+                reference = target_hf.generate(torch.tensor([list(prompt)]), max_new_tokens=blocks * k,
+                                               do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(prompt):]
+            for label, model in drafters.items():
+                rows = regenerate_blocks(model, mask_token_id, sep_token_id, list(prompt), blocks=blocks, k=k,
+                                         per_iteration=per_iteration, context=context)
+                position = rows["block"] * k + rows["slot"]
+                rows["agrees"] = rows["token"].to_numpy() == reference.numpy()[position.to_numpy()]
+                rows = rows.assign(drafter=label, slice=name, prompt=i)
+                tables.append(rows)
+                ordered = rows.sort_values(["block", "slot"])["agrees"].to_numpy()
+                leading = int(ordered.argmin()) if not ordered.all() else len(ordered)
+                summary.append({"drafter": label, "slice": name, "prompt": i, "agreement": float(ordered.mean()),
+                                "leading_agreement": leading,
+                                "iterations_per_block": rows.groupby("block")["iteration"].nunique().mean(),
+                                "repetition": repetition_share(rows.sort_values(["block", "slot"])["token"].tolist())})
+    per_prompt = pd.DataFrame(summary)
+    table = per_prompt.groupby(["drafter", "slice"], sort=False, as_index=False)[
+        ["agreement", "leading_agreement", "iterations_per_block", "repetition"]].mean()
+    return pd.concat(tables, ignore_index=True), table
