@@ -192,3 +192,20 @@ def test_decode_by_temperature_names_a_bad_stochastic_prompts():
     for bad in (-1, 1.5, True, "8"):
         with pytest.raises(ValueError, match="stochastic_prompts must be an int >= 0"):
             decode_by_temperature(None, {"s": [[1, 2]]}, [], [0.0, 1.0], stochastic_prompts=bad)
+
+
+def test_reasoning_and_summary_slices_are_multi_step_problems_with_their_solution_visible_or_not():
+    """Seed 002's Reasoning and Summary slices from local word problems: reasoning prompts end at
+    "Answer:" and continue with a worked solution of two or more steps; summary prompts hold that
+    solution and continue with its answer line; the other slices are the training data's."""
+    from spec_lib.studies import slices
+    from spec_lib.training import data
+
+    reasoning, summary = slices.eval_examples("reasoning", 5), slices.eval_examples("summary", 5)
+    for r, s in zip(reasoning, summary):
+        assert r.prompt.endswith("Answer:") and r.reference.count("=") >= 2
+        assert s.prompt == r.prompt + r.reference.split(" ####")[0] and s.reference.startswith(" #### ")
+    assert slices.eval_slice("reasoning", 3, seed=1) != slices.eval_slice("reasoning", 3, seed=0)
+    assert slices.eval_examples("math", 3) == data.eval_examples("math", 3)
+    with pytest.raises(ValueError, match="slice must be one of"):
+        slices.eval_examples("poetry", 2)

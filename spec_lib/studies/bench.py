@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from ..decoding import decode
 from ..schedules import DRAFTER_SCHEDULES, DecodeResult
-from ..training import data
+from . import slices
 from .repetition import repetition_share
 
 
@@ -92,9 +92,9 @@ def encode(tokenizer, prompts: list[str], max_prompt_tokens: int, strip: bool = 
 
 
 def slice_prompts(tokenizer, counts: dict[str, int], max_prompt_tokens: int, seed: int = 0) -> dict[str, list[list[int]]]:
-    """Encoded prompts of several evaluation slices (:func:`spec_lib.training.data.eval_slice`),
+    """Encoded prompts of several evaluation slices (:func:`spec_lib.studies.slices.eval_slice`),
     ``counts[name]`` prompts each (slices with a count of 0 are left out)."""
-    return {name: encode(tokenizer, data.eval_slice(name, n, seed=seed), max_prompt_tokens)
+    return {name: encode(tokenizer, slices.eval_slice(name, n, seed=seed), max_prompt_tokens)
             for name, n in counts.items() if n}
 
 

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..training import data, unlikelihood
+from ..training import unlikelihood
+from . import slices
 
 NGRAM = unlikelihood.NGRAM
 
@@ -88,7 +89,7 @@ def reference_by_prompt(tokenizer, counts: dict[str, int], caps: dict[str, int] 
     """One row per prompt (``slice``, ``prompt``: its index in
     :func:`spec_lib.studies.bench.slice_prompts` with the same ``counts`` and ``seed``): the
     repetition share of its *real* continuation (the canonical or original text,
-    :func:`spec_lib.training.data.eval_examples`), tokenized and cut to the slice's output cap
+    :func:`spec_lib.studies.slices.eval_examples`), tokenized and cut to the slice's output cap
     (``caps``: per slice, or one cap for all), and the tokens kept (``tokens``)."""
     if not isinstance(caps, dict):
         caps = dict.fromkeys(counts, caps)
@@ -96,7 +97,7 @@ def reference_by_prompt(tokenizer, counts: dict[str, int], caps: dict[str, int] 
     for name, count in counts.items():
         if not count:
             continue
-        examples = data.eval_examples(name, count, seed=seed)
+        examples = slices.eval_examples(name, count, seed=seed)
         ids = tokenizer([e.reference for e in examples], add_special_tokens=False)["input_ids"]
         rows += [{"slice": name, "prompt": i, "tokens": min(len(t), caps[name]),
                   "reference_repetition": repetition_share(t[: caps[name]], n)} for i, t in enumerate(ids)]
@@ -106,7 +107,7 @@ def reference_by_prompt(tokenizer, counts: dict[str, int], caps: dict[str, int] 
 def reference_shares(tokenizer, counts: dict[str, int], caps: dict[str, int] | int, seed: int = 0,
                      n: int = NGRAM) -> pd.DataFrame:
     """Repetition share of the *real* continuations of each slice's prompts (the canonical or
-    original text, :func:`spec_lib.training.data.eval_examples`), tokenized and cut to the
+    original text, :func:`spec_lib.studies.slices.eval_examples`), tokenized and cut to the
     slice's output cap: what a model that writes like the data would show."""
     per_prompt = reference_by_prompt(tokenizer, counts, caps, seed, n)
     return (per_prompt.groupby("slice", sort=False)
