@@ -215,7 +215,7 @@ def test_bad_arguments_are_named(trained_feature_heads, random_hf_model):
         FeatureHeadDrafter(target_hf, medusa)
     with pytest.raises(ValueError, match="does not record"):
         FeatureHeadDrafter(FeatureTarget(target_hf, MASK_ID, [0]), medusa)
-    with pytest.raises(ValueError, match=r"target_layer_ids .* missing \[0\]"):
+    with pytest.raises(ValueError, match=r"target_layer_ids .*missing \[0\]"):
         Eagle3Drafter(FeatureTarget(target_hf, MASK_ID, [1]), trained["eagle3"][0])
     with pytest.raises(TypeError, match="Eagle3Network"):
         Eagle3Drafter(FeatureTarget(target_hf, MASK_ID, [0, 1]), medusa)

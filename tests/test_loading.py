@@ -18,12 +18,13 @@ def test_every_kind_has_a_key_equal_to_its_pipeline_key():
     from spec_lib.training.block_drafters import drafter_key
     from spec_lib.training.checkpoints import model_key
     from spec_lib.training.deer import D2A_PRESETS, deer_cache_key
+    from spec_lib.training.feature_head_drafters import feature_heads_key
     from spec_lib.training.frozen_editor_drafters import editors_key
     from spec_lib.training.proposal_lora import lora_key
 
     expected = {"target": model_key("cpu"), "lora": lora_key("cpu"), "deer": deer_cache_key(D2A_PRESETS["cpu"]),
                 "dedit": drafter_key("cpu"), "baselines": baseline_key("cpu"), "frozen_editors": editors_key("cpu"),
-                "any_order": any_order_key("cpu", "smax16")}
+                "any_order": any_order_key("cpu", "smax16"), "feature_heads": feature_heads_key("cpu")}
     assert set(expected) == set(registry.KINDS)
     for kind, key in expected.items():
         options = {"name": "smax16"} if kind == "any_order" else {}

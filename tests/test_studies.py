@@ -43,10 +43,11 @@ class _WordTokenizer:
 def real_text(monkeypatch):
     """Two prompts per slice "s": the real continuation of prompt 0 loops (5 of its 12 tokens close a
     seen 4-gram), that of prompt 1 never repeats."""
+    from spec_lib.studies import slices
     from spec_lib.training import data
 
     texts = ["x y z w x y z w x y z w", "p q r s t u"]
-    monkeypatch.setattr(data, "eval_examples", lambda name, n, seed=0: [data.EvalExample("", t) for t in texts[:n]])
+    monkeypatch.setattr(slices, "eval_examples", lambda name, n, seed=0: [data.EvalExample("", t) for t in texts[:n]])
     return _WordTokenizer()
 
 

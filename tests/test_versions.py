@@ -300,13 +300,14 @@ def test_ledger_round_trip(tmp_path, monkeypatch):
 def test_the_one_loader_adds_only_the_kinds_a_notebook_names():
     """``spec_lib.load`` imports its kinds by name; a notebook that reaches it depends on the
     models of the kinds it names (``load("deer", ...)``), not on every model the registry can
-    load: 21 on DEER's and its target, 11 on the target only, 04 on the any-order models only."""
+    load: 21 on DEER's, the feature-level drafters' (trained on DEdit's teacher set, so their
+    pipeline imports DEdit's) and its target, 11 on the target only, 04 on the any-order models only."""
     from spec_lib.provenance import closure
 
     assert closure([versions.REGISTRY]) == [versions.REGISTRY]   # the registry itself reaches no loader
     pipelines = {stem: {k for k, v in versions.PIPELINES.items() if v in versions.code_closure(stem)}
                  for stem in ("04_any_order_correctness", "11_packed_ss_greedy", "21_deer_decoding")}
     assert pipelines == {"04_any_order_correctness": {"anyorder"}, "11_packed_ss_greedy": {"models"},
-                         "21_deer_decoding": {"drafters", "models"}}
+                         "21_deer_decoding": {"dedit", "drafters", "feature_heads", "models"}}
     assert versions.loaded_kinds(['spec_lib.load("deer", preset)', "checkpoint_key('dedit', p)",
                                   'load("nothing")']) == {"deer", "dedit"}

@@ -40,12 +40,16 @@ class _State:
         self.rounds = 0
 
 
+def _check_target(target) -> None:
+    if not isinstance(target, FeatureTarget):
+        raise TypeError(f"target must be a spec_lib.drafters.FeatureTarget, got {type(target).__name__}")
+
+
 class _FeatureDrafter(PerThreadState):
     """What the three share: the target, its frozen embeddings and LM head, the checks."""
 
     def __init__(self, target: FeatureTarget, network) -> None:
-        if not isinstance(target, FeatureTarget):
-            raise TypeError(f"target must be a spec_lib.drafters.FeatureTarget, got {type(target).__name__}")
+        _check_target(target)
         if network.config.vocab_size != target.vocab_size or network.config.hidden_size != target.config.hidden_size:
             raise ValueError("network and target must share vocabulary and hidden size, got "
                              f"{network.config.vocab_size}/{network.config.hidden_size} and "
@@ -89,6 +93,7 @@ class FeatureHeadDrafter(_FeatureDrafter):
     ``feature_layer``.  A round proposes k <= ``num_heads`` tokens."""
 
     def __init__(self, target: FeatureTarget, network: FeatureHeads) -> None:
+        _check_target(target)
         if not isinstance(network, FeatureHeads):
             raise TypeError(f"network must be a FeatureHeads (Medusa or Hydra), got {type(network).__name__}")
         if network.config.feature_layer not in target.layer_ids:
@@ -165,6 +170,7 @@ class Eagle3Drafter(_FeatureDrafter):
     kind = "ar"
 
     def __init__(self, target: FeatureTarget, network: Eagle3Network) -> None:
+        _check_target(target)
         if not isinstance(network, Eagle3Network):
             raise TypeError(f"network must be an Eagle3Network, got {type(network).__name__}")
         missing = [i for i in network.config.target_layer_ids if i not in target.layer_ids]

@@ -92,15 +92,19 @@ class FeatureHeads(PreTrainedModel):
         self.blocks = nn.ModuleList(_ResBlock(size) for _ in range(config.num_heads))
         self.norms = nn.ModuleList(Qwen3RMSNorm(size, eps=config.rms_norm_eps) for _ in range(config.num_heads))
         self.post_init()
+        with torch.no_grad():                    # Medusa's start: every residual block is the identity
+            for block in self.blocks:
+                block.linear.weight.zero_()
+                block.linear.bias.zero_()
+            for linear in getattr(self, "inputs", ()):    # Hydra's input maps start as "take h"
+                linear.weight.normal_(std=0.02 / linear.in_features ** 0.5)
+                linear.weight[:, :size] += torch.eye(size)
 
     def _init_weights(self, module) -> None:
-        if isinstance(module, _ResBlock):
-            nn.init.zeros_(module.linear.weight)
-            nn.init.zeros_(module.linear.bias)
-        elif isinstance(module, nn.Linear):       # Hydra's input maps start as "take h"
-            nn.init.normal_(module.weight, std=0.02 / module.in_features ** 0.5)
-            with torch.no_grad():
-                module.weight[:, : module.out_features] += torch.eye(module.out_features)
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
         elif isinstance(module, Qwen3RMSNorm):
             nn.init.ones_(module.weight)
 

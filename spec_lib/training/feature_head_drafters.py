@@ -24,9 +24,10 @@ from .cache import TrainedNetworks, preset_config
 from .feature_heads import FeatureHeadsConfig, feature_heads_cache_key, save_feature_heads
 
 #: The presets, on the same DEdit preset's teacher set, batch size, steps and rate as DFlash
-#: (``cpu``: 15 heads, DFlash's k at W = 16; EAGLE-3's training-time test 4 deep).
+#: (``cpu``: 15 heads, DFlash's k at W = 16, enough for notebook 21's k = 8 too; EAGLE-3's
+#: training-time test 4 deep).
 FEATURE_HEAD_PRESETS: dict[str, FeatureHeadsConfig] = {
-    "smoke": FeatureHeadsConfig(dedit=DEDIT_PRESETS["smoke"], ttt_depth=2),
+    "smoke": FeatureHeadsConfig(dedit=DEDIT_PRESETS["smoke"], num_heads=8, ttt_depth=2),   # 8: notebook 21's block
     "cpu": FeatureHeadsConfig(dedit=DEDIT_PRESETS["cpu"]),
 }
 

@@ -121,7 +121,7 @@ def _weighted_ce(logits: torch.Tensor, labels: torch.Tensor, decay: float) -> tu
                          reduction="none").view(labels.shape)
     labelled = (labels != IGNORE).float()
     weights = decay ** torch.arange(k, dtype=torch.float32) * labelled
-    per_head = (ce * labelled).flatten(0, -2).sum(0) / labelled.flatten(0, -2).sum(0).clamp(min=1)
+    per_head = (ce.detach() * labelled).flatten(0, -2).sum(0) / labelled.flatten(0, -2).sum(0).clamp(min=1)
     return (ce * weights).sum() / weights.sum().clamp(min=1e-8), per_head
 
 
