@@ -193,7 +193,7 @@ def regeneration(tokens: pd.DataFrame, summary: pd.DataFrame, tokenizer, drafter
     target's greedy text (all tokens; bars per slice).  Right: the first prompt's blocks by
     ``drafter``, one row per block, each slot's token coloured by the iteration that filled it
     (darker: later), green-edged where it equals the target's token."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"width_ratios": [1, 1.6]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.5, 4.6), gridspec_kw={"width_ratios": [1, 1.6]})
     sns.barplot(summary, x="drafter", y="agreement", hue="slice", ax=left)
     left.set(xlabel="", ylabel="share of tokens = target's greedy", title="block regeneration")
     left.tick_params(axis="x", rotation=20)
@@ -210,5 +210,7 @@ def regeneration(tokens: pd.DataFrame, summary: pd.DataFrame, tokenizer, drafter
                    bbox={"edgecolor": "green" if r["agrees"] else "none", "facecolor": "none", "pad": 1})
     right.set(xlabel="slot", ylabel="block", title=f"{drafter}: tokens by the iteration that filled them")
     right.set_xticks(range(k))
+    right.set_yticks(range(grid.shape[0]))
+    right.grid(False)
     fig.tight_layout()
     return fig
