@@ -37,7 +37,6 @@ class _State:
         self.kv: tuple[torch.Tensor, torch.Tensor] | None = None
         self.rows = 0
         self.last: torch.Tensor | None = None          # EAGLE: output a at the last verified row
-        self.rounds = 0
 
 
 def _check_target(target) -> None:
@@ -109,7 +108,6 @@ class FeatureHeadDrafter(_FeatureDrafter):
         """h_t: the feature of row n-2 (zeros before the first verify call)."""
         new = self._new_features(state, prefix)
         state.rows += new.shape[0]
-        state.rounds += 1
         if state.rows == 0:
             return torch.zeros(self.network.config.hidden_size, dtype=self.network.dtype, device=prefix.device)
         last = new[-1] if new.shape[0] else self.target.features_from(state.rows - 1)[-1].to(self.network.dtype)
