@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, Qwen3Config
-from transformers.models.qwen3.modeling_qwen3 import (Qwen3Attention, Qwen3MLP, Qwen3PreTrainedModel, Qwen3RMSNorm,
-                                                      Qwen3RotaryEmbedding, apply_rotary_pos_emb, repeat_kv)
+from transformers.models.qwen3.modeling_qwen3 import Qwen3PreTrainedModel, Qwen3RMSNorm, Qwen3RotaryEmbedding
+
+from .feature_block import _InjectedLayer
 
 HEAD_KINDS = ("medusa", "hydra")
 
@@ -137,33 +138,18 @@ class Eagle3Config(Qwen3Config):
         super().__init__(**kwargs)
 
 
-class _CachedLayer(nn.Module):
-    """A Qwen3 decoder layer over explicit past keys and values (returns its own)."""
+class _CachedLayer(_InjectedLayer):
+    """A Qwen3 decoder layer over explicit past keys and values (returns its own): DFlash's
+    injected layer with the past standing in for the context."""
 
     def __init__(self, config: Eagle3Config) -> None:
-        super().__init__()
-        self.self_attn = Qwen3Attention(config, 0)
-        self.mlp = Qwen3MLP(config)
-        self.input_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.post_attention_layernorm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-
-    def _heads(self, x: torch.Tensor, proj: nn.Linear, norm: nn.Module | None) -> torch.Tensor:
-        head_dim = self.self_attn.head_dim
-        y = proj(x).view(*x.shape[:-1], proj.out_features // head_dim, head_dim)
-        return (norm(y) if norm is not None else y).transpose(1, 2)          # (B, heads, n, d)
+        super().__init__(config, 0)
 
     def forward(self, h, cos, sin, past: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None):
-        attn = self.self_attn
-        x = self.input_layernorm(h)
-        q, k = apply_rotary_pos_emb(self._heads(x, attn.q_proj, attn.q_norm), self._heads(x, attn.k_proj, attn.k_norm),
-                                    cos, sin)
-        v = self._heads(x, attn.v_proj, None)
-        keys, values = (k, v) if past is None else (torch.cat([past[0], k], 2), torch.cat([past[1], v], 2))
-        out = F.scaled_dot_product_attention(q, repeat_kv(keys, attn.num_key_value_groups),
-                                             repeat_kv(values, attn.num_key_value_groups), attn_mask=mask,
-                                             scale=attn.scaling)
-        h = h + attn.o_proj(out.transpose(1, 2).reshape(*h.shape[:-1], -1))
-        return h + self.mlp(self.post_attention_layernorm(h)), (k, v)
+        k, v = self.context_kv(self.input_layernorm(h), cos, sin)
+        if past is None:
+            past = (k[:, :, :0], v[:, :, :0])
+        return super().forward(h, cos, sin, past, mask), (k, v)
 
 
 class Eagle3Network(Qwen3PreTrainedModel):
