@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
+
+from .figures_partial import labelled_bars
 
 
 def training_curves(trained):
@@ -27,14 +28,9 @@ def table5(table: pd.DataFrame):
     """Model time per iteration (after the first call) per schedule and model, with the rows the
     adapter's update is computed for (evaluated) and applied to (selected) printed on each bar."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
-    schedules = list(dict.fromkeys(table["schedule"]))
-    models = list(dict.fromkeys(table["lm"]))
-    sns.barplot(table, x="schedule", y="model_ms_per_iteration", hue="lm", order=schedules, hue_order=models,
-                errorbar=None, ax=ax)
-    for container, model in zip(ax.containers, models):
-        part = table[table["lm"] == model].set_index("schedule").loc[schedules]
-        ax.bar_label(container, [f"{int(ev)}/{int(sel)}" for ev, sel in part[["evaluated", "selected"]].to_numpy()],
-                     fontsize=7)
+    schedules, _ = labelled_bars(table, ax, x="schedule", y="model_ms_per_iteration", hue="lm",
+                                 labels=lambda rows: [f"{int(ev)}/{int(sel)}"
+                                                      for ev, sel in rows[["evaluated", "selected"]].to_numpy()])
     blocks = table.groupby("schedule")["B"].first()
     ax.set_xticks(range(len(schedules)), [f"{s} (B={int(blocks[s])})" for s in schedules])
     ax.set(xlabel="", ylabel="model ms per iteration", title="model time per iteration (Table 5); labels: adapter rows "

@@ -28,21 +28,29 @@ def layouts(block_size: int, branches: tuple[int, ...], mask_token_id: int = 99)
     return fig
 
 
+def labelled_bars(table: pd.DataFrame, ax, *, x: str, y: str, hue: str, labels) -> tuple[list, list]:
+    """A seaborn bar per (``x``, ``hue``) in order of appearance, each labelled with
+    ``labels(rows)`` (one string per bar, ``rows`` that hue's rows indexed by ``x``, in bar
+    order); the orders of ``x`` and ``hue``.  Shared by notebook 16's and 17's figures."""
+    order, hue_order = list(dict.fromkeys(table[x])), list(dict.fromkeys(table[hue]))
+    sns.barplot(table, x=x, y=y, hue=hue, order=order, hue_order=hue_order, errorbar=None, ax=ax)
+    for container, value in zip(ax.containers, hue_order):
+        ax.bar_label(container, labels(table[table[hue] == value].set_index(x).loc[order]), fontsize=7)
+    return order, hue_order
+
+
 def pathwise(table: pd.DataFrame):
     """Median and minimum ratio NFE_partial / NFE_Packed to reach L tokens per (generator, W,
     policy), under Assumption 3.1; the violation count is printed on each bar."""
     fig, axes = plt.subplots(1, table["width"].nunique(), figsize=(4.2 * table["width"].nunique(), 3.8),
                              sharey=True, squeeze=False)
     for ax, (width, part) in zip(axes[0], table.groupby("width")):
-        policies = list(dict.fromkeys(part["policy"]))
-        generators = list(dict.fromkeys(part["generator"]))
-        sns.barplot(part, x="generator", y="nfe_ratio_median", hue="policy", order=generators, hue_order=policies,
-                    errorbar=None, ax=ax)
+        generators, policies = labelled_bars(part, ax, x="generator", y="nfe_ratio_median", hue="policy",
+                                             labels=lambda rows: [str(int(v)) for v in rows["violations"]])
         for container, policy in zip(ax.containers, policies):
             rows = part[part["policy"] == policy].set_index("generator").loc[generators]
             x = [bar.get_x() + bar.get_width() / 2 for bar in container]
             ax.plot(x, rows["nfe_ratio_min"], "v", color="black", ms=5)   # inside its bar: black to be seen
-            ax.bar_label(container, [str(int(v)) for v in rows["violations"]], fontsize=7)
         ax.get_legend().remove()
         ax.axhline(1.0, color="black", lw=1)
         ax.set(title=f"W = {width}", xlabel="", ylabel="", ylim=(0, 1.12))

@@ -1,4 +1,5 @@
-"""The README's generated part: the notebook table, one headline per notebook from its committed result.
+"""The README's generated part: the notebook table, one headline per notebook from its committed
+result, and the drafter table (every drafter on the same prompts, from notebook 33's result).
 
 ``python -m spec_lib.notebook.readme`` rewrites the part of ``README.md`` between :data:`BEGIN` and
 :data:`END` from ``results/<profile>/*.json`` through each notebook's findings
@@ -64,6 +65,42 @@ def notebook_table(profile: str = "cpu") -> str:
             f"Stale results listed in `results/{profile}/STALE.md`: **{len(stale)}**." + reproduce_line(profile))
 
 
+#: the notebook whose greedy table puts every drafter of the three papers on the same prompts
+DRAFTERS_NOTEBOOK = "33_dedit_baselines"
+
+
+def drafter_table(profile: str = "cpu") -> str:
+    """Markdown: every drafter of notebook 33 at temperature 0 on the same prompts (tau per slice
+    and macro, the macro speedup over AR and the code slice's with its interval, and the repetition
+    share of the greedy outputs, which are AR's for every drafter), or nothing when notebook 33
+    has no result at ``profile``."""
+    from .versions import read_ledger
+
+    path = results_dir(profile) / f"{DRAFTERS_NOTEBOOK}.json"
+    if not path.is_file():
+        return ""
+    metrics = json.loads(path.read_text())["metrics"]
+    greedy, same = [r for r in metrics["main"] if r["temperature"] == 0.0], metrics["exactness"]
+    slices = [s for s in dict.fromkeys(r["slice"] for r in greedy) if s != "macro"]
+    repetition = {r["slice"]: r["repetition"] for r in greedy if r["method"] == "ar" and r["slice"] in slices}
+    rows = []
+    for method in dict.fromkeys(r["method"] for r in greedy if r["method"] != "ar"):
+        cell = {r["slice"]: r for r in greedy if r["method"] == method}
+        code = cell[slices[0]]
+        rows.append(f"| {method} | " + " | ".join(f"{cell[s]['tau']:.2f}" for s in [*slices, "macro"])
+                    + f" | {cell['macro']['speedup']:.2f}× | {code['speedup']:.2f}× "
+                      f"[{code['speedup_low']:.2f}, {code['speedup_high']:.2f}] |")
+    stale = f" *(stale: listed in `results/{profile}/STALE.md`)*" if DRAFTERS_NOTEBOOK in read_ledger(profile) else ""
+    shares = ", ".join(f"{repetition[s]:.2f} ({s})" for s in slices)
+    return (f"\n\nEvery drafter on the same prompts, greedy ([`{DRAFTERS_NOTEBOOK}`](notebooks/{DRAFTERS_NOTEBOOK}.ipynb)"
+            f"{stale}): tau (seed 002's E[a + 1] per round) by slice, and the speedup over AR (macro, and on "
+            f"{slices[0]} with its 95% paired-bootstrap interval). {same['identical']} of {same['responses']} outputs are "
+            f"AR's ({same['explained_by_ties']} more differ at a float tie); of AR's tokens, {shares} close a 4-gram "
+            "already written.\n\n"
+            "| drafter | " + " | ".join(f"tau {s}" for s in [*slices, "macro"])
+            + f" | speedup (macro) | speedup ({slices[0]}) |\n" + "|---" * (len(slices) + 4) + "|\n" + "\n".join(rows))
+
+
 def reproduce_line(profile: str = "cpu") -> str:
     """The sentence on the measured ``make reproduce`` of a fresh clone
     (``results/<profile>/reproduce_time.json``, written by ``benchmarks/time_reproduce.sh``), or
@@ -83,7 +120,7 @@ def render(text: str, profile: str = "cpu") -> str:
         raise ValueError(f"the README must hold the markers once each, in order:\n{BEGIN}\n{END}")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    return f"{head}{BEGIN}\n{notebook_table(profile)}\n{END}{tail}"
+    return f"{head}{BEGIN}\n{notebook_table(profile)}{drafter_table(profile)}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -301,8 +301,16 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["SPEC_LIB_RETRAIN"] = "1"
     try:
         if args.action == "list":
+            minutes = megabytes = 0.0
             for c in profile_checkpoints(args.profile):
-                print(f"{status(c):9}  {c.kind}/{c.key}  {c.preset}: {c.description}")
+                folder, cost = committed_dir() / c.kind / c.key, ""
+                if (folder / MANIFEST).is_file():
+                    trained = (read_manifest(folder).get("train_seconds") or 0.0) / 60
+                    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+                    minutes, megabytes, cost = minutes + trained, megabytes + size, f" ({trained:.1f} min, {size:.1f} MB)"
+                print(f"{status(c):9}  {c.kind}/{c.key}  {c.preset}: {c.description}{cost}")
+            print(f"committed for {args.profile}: {megabytes:.1f} MB, {minutes:.1f} min of training (manifests); "
+                  f"all committed models: {size_bytes() / 1e6:.1f} MB")
         elif args.action == "train":
             train(args.profile)
         elif args.action == "commit":
