@@ -271,34 +271,35 @@ def test_10_quadratic_branch_blocks_draft_like_the_linear_block():
 
 
 def test_11_greedy_outputs_equal_ar_and_packed_needs_fewer_calls():
-    """notebook `11` (its findings): every greedy output of both paths equals AR's (952, no divergence);
-    Packed-SS's tokens/NFE gain over Linear-SS (1.17-1.90x, CI low ends 1.13-1.89) against its
-    1.28-1.37x time per NFE makes it faster on math (1.44x [1.40, 1.48]), not resolved on code
-    (1.00x [0.95, 1.04]) and slower on packages (0.91x) and stdlib (0.86x)."""
+    """notebook `11` (its findings), on the fresh-text target: every greedy output of both paths
+    equals AR's (616, no divergence); Packed-SS's tokens/NFE gain over Linear-SS (1.42-1.82x, CI
+    low ends 1.37-1.79) against its 1.29-1.41x time per NFE makes it faster on stdlib (1.13x
+    [1.06, 1.22]) and math (1.29x [1.21, 1.37]), ahead but not resolved on code (1.07x [0.99,
+    1.16]) and packages (1.11x [0.97, 1.27]); plain AR is faster than every speculative schedule on
+    every slice (the best, Packed-SS or Quadratic-SS, at 0.45-0.56x AR)."""
     m = metrics("11_packed_ss_greedy")
     e = m["exactness"]
-    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 952 and e["divergences"] == 0, e
+    assert e["ok"] and e["unexplained"] == 0 and e["responses"] == 616 and e["divergences"] == 0, e
     for name in ("code", "packages", "stdlib", "math"):
         r = row("11_packed_ss_greedy", "ratios_to_linear", slice=name, method="packed B=32")
-        assert r["tokens_per_nfe_ratio_low"] > 1.1, (name, r["tokens_per_nfe_ratio_low"])
+        assert r["tokens_per_nfe_ratio_low"] > 1.3, (name, r["tokens_per_nfe_ratio_low"])
         # Each Packed call holds twice Linear's block rows: at this tau/delta it costs 1.2-1.6x.
         assert 1.2 <= r["time_per_nfe_ratio"] <= 1.6, (name, r["time_per_nfe_ratio"])
-        if name == "math":
+        if name in ("stdlib", "math"):
             assert r["throughput_ratio_low"] > 1.0, (name, r["throughput_ratio_low"])
-        elif name == "code":
-            assert r["throughput_ratio_low"] < 1.0 < r["throughput_ratio_high"], name
         else:
-            assert r["throughput_ratio_high"] < 1.0, (name, r["throughput_ratio_high"])
+            assert r["throughput_ratio"] > 1.0 and r["throughput_ratio_high"] > 1.1, name
+    assert all(best["speedup"] < 0.6 for best in m["best_speculative_over_ar"].values()), m["best_speculative_over_ar"]
 
 
-def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
-    """notebook `11` (its findings) (the compiled path): AR (1.28-1.33x) and Linear-SS (1.10-1.24x)
-    faster compiled (CI low ends above 1), Packed-SS and Quadratic-SS least (1.02-1.12x; tolerance
-    0.95-1.15x): on every slice AR gains most, then Linear-SS, then the wide-call schedules (point
-    estimates).  tau timed independently 6.93 -> 3.35 ms, tau/delta 69 -> 50 rows (earlier run
-    4.15 -> 2.56 ms, 59 -> 40); Packed-SS over Linear-SS lower on every slice compiled (point
-    estimates), as the cost model fitted on each path's own calls predicts (1.066 -> 0.981
-    predicted, 1.061 -> 0.996 observed; within 1.5%, tolerance 2%)."""
+def test_11_the_compiled_path_helps_ar_most_and_turns_packed_against_linear():
+    """notebook `11` (its findings) (the compiled path): AR (1.19-1.46x) and Linear-SS (1.13-1.22x)
+    faster compiled (CI low ends above 1), Packed-SS (1.10-1.19x) and Quadratic-SS (1.02-1.17x)
+    least (tolerance 0.95-1.25x): on every slice AR gains most, then Linear-SS, then the
+    wide-call schedules (point estimates).  tau timed independently 4.19 -> 3.34 ms, tau/delta 58 ->
+    36 rows; Packed-SS over Linear-SS lower on every slice compiled (point estimates), as the cost
+    model fitted on each path's own calls predicts (1.169 -> 1.115 predicted, 1.173 -> 1.122
+    observed; within 0.6%, tolerance 2%)."""
     m = metrics("11_packed_ss_greedy")
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
     faster = {(name, method): r for (comparison, name, method), r in ratios.items() if comparison == "compiled / eager"}
@@ -307,7 +308,7 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
         if method.startswith(("ar", "linear")):
             assert r["throughput_ratio_low"] > 1.0, (name, method)
         else:
-            assert 0.95 < r["throughput_ratio"] < 1.15, (name, method)
+            assert 0.95 < r["throughput_ratio"] < 1.25, (name, method)
     for name in ("code", "packages", "stdlib", "math"):
         gain = {method.split()[0]: r["throughput_ratio"] for (slice_, method), r in faster.items() if slice_ == name}
         assert gain["ar"] > gain["linear"] > max(gain["packed"], gain["quadratic"]), (name, gain)
@@ -316,7 +317,7 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
         assert ratios[(vs, name, "packed B=32 (compiled)")]["throughput_ratio"] \
             < ratios[(vs, name, "packed B=32")]["throughput_ratio"], name
     calibration = {r["path"]: r for r in m["calibration_by_path"]}
-    assert calibration["compiled"]["tau_ms"] < 0.75 * calibration["eager"]["tau_ms"]
+    assert calibration["compiled"]["tau_ms"] < 0.85 * calibration["eager"]["tau_ms"]
     assert calibration["compiled"]["tau_over_delta"] < 0.8 * calibration["eager"]["tau_over_delta"]
     costs = {r["path"]: r for r in m["cost_model_by_path"]}
     assert costs["eager"]["predicted_throughput_ratio"] > costs["compiled"]["predicted_throughput_ratio"] + 0.03
@@ -325,25 +326,38 @@ def test_11_the_compiled_path_lowers_tau_and_turns_packed_against_linear():
 
 
 def test_11_cost_model_predicts_the_packed_to_linear_throughput_ratio():
-    """notebooks 11-13, cost model: greedy Packed-SS over Linear-SS, predicted within 0.1-2.5% per
-    slice from the independent calibration and within 0.1-4.1% from the run's own calls
-    (tolerance 5% for both; an earlier run had 0.1-6.1% and 2.1%: which side of the observation
-    the prediction falls on changes between runs, so no side is asserted)."""
+    """notebooks 11-13, cost model: greedy Packed-SS over Linear-SS over all slices, predicted
+    within 1.9% from the independent calibration and 0.3% from the run's own calls (tolerance 3%);
+    per slice within 1.8-6.1% and 0.8-10.1% (tolerance 11%: at about 1.8 tokens per iteration a
+    slice's few hundred iterations leave its ratio noisy; which side of the observation the
+    prediction falls on changes between runs, so no side is asserted)."""
     checks = metrics("11_packed_ss_greedy")["cost_model_check"]
     assert {r["tau_delta_from"] for r in checks} == {"independent", "own calls"} and len(checks) == 10
     for r in checks:
-        assert abs(r["relative_error"]) <= 0.05, (r["slice"], r["tau_delta_from"], r["relative_error"])
+        bound = 0.03 if r["slice"] == "all" else 0.11
+        assert abs(r["relative_error"]) <= bound, (r["slice"], r["tau_delta_from"], r["relative_error"])
 
 
-def test_11_repetition_is_reported_and_the_model_loops_more_than_the_text():
-    """Acceptance is read against the text it was measured on: the greedy outputs of this
-    small model repeat far more than the real continuations of the same prompts."""
+def test_11_repetition_and_acceptance_on_fresh_and_repeated_text():
+    """Issue 40, read against the text acceptance is measured on.  The greedy outputs of the
+    fresh-text target repeat 0.28 (code), 0.25 (packages), 0.26 (stdlib) and 0.20 (math) of their
+    tokens (4-grams already written; tolerance: at most 0.30), still above the real continuations
+    of the same prompts (0.00-0.09) by more than 0.1 outside math; the issue's target of at most
+    0.25 on code and stdlib is not met.  Linear-SS at B = 32 accepts 1.41-1.85 tokens per
+    iteration on iterations that append only fresh tokens and 1.40-2.13 on those touching
+    repeated text: acceptance is no longer earned on loops (repeated minus fresh at most 0.3; the
+    looping target's was 3-6), and it stays far below the issue's 3 tokens on fresh text."""
     m = metrics("11_packed_ss_greedy")
     reference = {r["slice"]: r["reference_repetition"] for r in m["reference_repetition"]}
-    for r in m["absolute"]:
-        assert 0.0 <= r["repetition"] <= 1.0
-        if r["slice"] != "math":
-            assert r["repetition"] > reference[r["slice"]] + 0.3, r
+    report = {(r["slice"], r["method"]): r for r in m["repetition_report"]}
+    for (name, method), r in report.items():
+        assert 0.15 <= r["repetition"] <= 0.30, (name, r["repetition"])
+        if name != "math":
+            assert r["repetition"] > reference[name] + 0.1, (name, r["repetition"], reference[name])
+        if method == "linear B=32":
+            assert 1.3 <= r["fresh_tokens_per_iteration"] < 2.0, (name, r)
+            assert r["repeated_tokens_per_iteration"] - r["fresh_tokens_per_iteration"] <= 0.3, (name, r)
+            assert r["fresh_iterations"] > r["repeated_iterations"], (name, r)
 
 
 def test_12_sampling_packed_beats_linear_on_every_slice_and_ar_beats_both():
