@@ -893,28 +893,32 @@ def test_compile_options_benchmark():
     assert all(ratio[0] > 1.2 for ratio in report["over_generate"].values()), report["over_generate"]
 
 
-def test_33_causal_heads_lead_on_this_small_backbone_and_every_output_is_lossless():
-    """Greedy macro tau (measured: Domino 6.52, DSpark 5.66, DEdit W = 32 P3 3.67, DFlash 3.44);
-    macro speedup DSpark 1.98x, Domino 1.87x, DFlash 1.33x, DEdit 0.73x; on math Domino 1.58x
-    [1.46, 1.71] and DSpark 1.65x [1.53, 1.77]; the confidence cut at 0.5 verifies fewer than 16
-    drafts in 12-32% of rounds; T = 1 (8 prompts per slice): every drafter at most 0.42x AR
-    (tolerance 0.5x; an earlier run had them all below 0.4x).
-    Domino's corrector lifts its backbone's held-out accuracy from 0.48 to 0.92.  Table 2(a)'s
-    baselines: W = 16 -> 32 changes DFlash's tau by -2.9% and raises Domino's by 28% (seed 002:
-    +2.1% and +5.0%), and costs both speed (the drafter's round grows)."""
+def test_33_on_fresh_text_eagle3_accepts_most_and_no_drafter_beats_ar():
+    """On the fresh-text target, greedy macro tau (measured): EAGLE-3 (k = 7) 2.64, Domino 2.08,
+    DSpark 2.00, Hydra 1.88, Medusa 1.39, DFlash 1.37, DEdit W = 32 P3 1.30, DEER 1.18 (tolerance:
+    EAGLE-3 first by 0.3, the causal heads Domino / DSpark / Hydra next, each above DFlash, DEdit
+    and DEER by 0.3).  No drafter is faster than AR: macro speedup 0.26-0.70x greedy (tolerance
+    0.8x) and 0.21-0.55x at T = 1 (8 prompts per slice; tolerance 0.65x); DSpark is the fastest
+    greedy (0.70x), DEdit the slowest (0.26x).  396 of 396 greedy outputs equal AR's.  DSpark's
+    confidence cut at 0.5 verifies 4.5-6.1 of 16 drafts per round, cutting 82-95% of rounds.
+    Domino's corrector lifts its backbone's held-out accuracy from 0.13 to 0.50.  Table 2(a)'s
+    baselines: W = 16 -> 32 changes DFlash's and Domino's tau by under 1% (seed 002: +2.1% and
+    +5.0%) and costs both speed (the drafter's round grows)."""
     m = metrics("33_dedit_baselines")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 280
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 396
     greedy, stochastic = _macro(m["main"], 0.0), _macro(m["main"], 1.0)
-    assert greedy["domino"]["tau"] > greedy["dspark"]["tau"] + 0.5 > greedy["dflash P1"]["tau"] + 1.0
-    assert greedy["dedit W=32 P3"]["tau"] < greedy["dspark"]["tau"] - 1.0
-    assert min(greedy["domino"]["speedup"], greedy["dspark"]["speedup"]) > 1.4 > greedy["dflash P1"]["speedup"]
-    assert greedy["dedit W=32 P3"]["speedup"] < 0.8
-    for method in ("domino", "dspark"):
-        assert row("33_dedit_baselines", "main", temperature=0.0, slice="math", method=method)["speedup_low"] > 1.1
-    assert all(r["speedup"] < 0.5 for name, r in stochastic.items() if name != "ar")
+    tau = {name: r["tau"] for name, r in greedy.items()}
+    eagle = next(n for n in tau if n.startswith("eagle-3"))
+    assert tau[eagle] > max(v for n, v in tau.items() if n != eagle) + 0.3, tau
+    causal = min(tau["domino"], tau["dspark"], tau["hydra"])
+    assert causal > max(tau["dflash P1"], tau["dedit W=32 P3"], tau["deer"]) + 0.3, tau
+    speedups = {name: r["speedup"] for name, r in greedy.items() if name != "ar"}
+    assert max(speedups.values()) < 0.8 and max(speedups, key=speedups.get).startswith("dspark"), speedups
+    assert min(speedups, key=speedups.get) == "dedit W=32 P3", speedups
+    assert all(r["speedup"] < 0.65 for name, r in stochastic.items() if name != "ar")
     cut = {(r["method"], r["slice"]): r for r in m["dspark_cut"]}
     assert all(r["verified_per_round"] == 16 and r["cut_share"] == 0 for (k, _), r in cut.items() if k == "dspark")
-    assert all(0.1 < r["cut_share"] < 0.35 and r["verified_per_round"] < 15 for (k, _), r in cut.items() if k != "dspark")
+    assert all(0.75 < r["cut_share"] and r["verified_per_round"] < 8 for (k, _), r in cut.items() if k != "dspark")
     heads = {r["head"]: r for r in m["training"]}
     assert heads["domino"]["final_accuracy"] > heads["domino"]["final_base_accuracy"] + 0.25
     timing = {r["method"]: r for r in m["timing"]}
@@ -922,9 +926,9 @@ def test_33_causal_heads_lead_on_this_small_backbone_and_every_output_is_lossles
     assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
     by_width = {(r["drafter"], r["W"]): r for r in m["tau_by_width"] if r["slice"] == "macro"}
     change = {d: by_width[(d, 32)]["tau"] / by_width[(d, 16)]["tau"] - 1 for d in ("dflash", "domino")}
-    assert abs(change["dflash"]) < 0.05 and change["domino"] > 0.2, change
+    assert all(abs(v) < 0.03 for v in change.values()), change
     assert all(by_width[(d, 32)]["speedup"] < by_width[(d, 16)]["speedup"] for d in ("dflash", "domino"))
-    assert timing["domino W=32"]["drafter_ms_per_round"] > 1.5 * timing["domino"]["drafter_ms_per_round"]
+    assert timing["domino W=32"]["drafter_ms_per_round"] > 1.3 * timing["domino"]["drafter_ms_per_round"]
 
 
 def test_33_every_drafter_of_the_three_papers_decodes_the_same_prompts():
