@@ -595,18 +595,17 @@ def test_13_compiling_helps_ar_most_and_large_blocks_least():
     assert all(r["throughput_ratio"] > 1.1 and r["throughput_ratio_low"] > 0.9 for r in rows if r["slice"] == "code"), rows
 
 
-def test_21_deer_is_lossless_and_the_ar_drafter_beats_ar_on_every_slice():
-    """notebook `21` (its findings) (the committed weights): 160 greedy outputs identical; DEER's tau below the
-    AR drafter's at k = 8, 16 and 32; at T = 0 the AR drafter 1.37-1.62x AR (every CI above 1.29;
-    tolerance above 1.1 on code and stdlib, above 1 on math); DEER 0.71x [0.68, 0.75] on math
-    (CI below 1), 0.96x [0.83, 1.13] on code, and 1.27x [1.07, 1.54] on stdlib, its most
-    repetitive slice, where the same run's eager/compiled comparison does not resolve it
-    (1.07x [0.87, 1.34]; an earlier run had no DEER CI above 1): asserted, DEER below AR on math,
-    below the AR drafter on every slice, and not resolved above AR on code; at T = 0.6 both at
-    about half AR's speed (every CI below 0.75); the peer 1.18x [1.13, 1.23]; batched outputs
-    equal batch 1 and AR's batched throughput grows past DEER's (3.3x at 16)."""
+def test_21_deer_is_lossless_and_on_fresh_text_no_drafter_beats_ar():
+    """notebook `21` (its findings), on the fresh-text target: 112 greedy outputs identical; DEER's
+    tau (0.10-0.35 drafts per cycle at k = 8) below the AR drafter's (1.28-2.30) at k = 8, 16 and
+    32; at T = 0 the AR drafter runs at 0.53-0.78x AR and DEER at 0.44-0.52x, below the AR drafter
+    on every slice (every CI below 0.9); at T = 0.6 both at 0.42-0.59x (every CI below 0.65); no
+    acceptance resurgence at later block positions (seed 001, Figure 4, sees one); the peer
+    (assisted generation) comparison 1.19x [1.13, 1.25]; batched outputs equal batch 1, and AR's
+    batched throughput grows away from DEER's (2.0x at batch 1, 4.7x at 16).  Table 5 without a KV
+    cache: AR and DEER within 10% of each other (1.05x at batch 1, 1.08x at 4)."""
     m = metrics("21_deer_decoding")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 160
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 112
     assert all(r["same"] == r["responses"] for r in m["batch_identity"])
     assert m["peer"]["identical_outputs"] == m["peer"]["responses"] and m["peer"]["ci"][0] > 1.1
     assert set(m["deer_tau_above_ar_drafter_k_ge_8"]) == {"8", "16", "32"}
@@ -615,44 +614,55 @@ def test_21_deer_is_lossless_and_the_ar_drafter_beats_ar_on_every_slice():
     assert len(greedy) == 6
     by_slice = {(r["slice"], r["method"].split()[0]): r for r in greedy}
     for r in greedy:
+        assert r["speedup_high"] < 0.9, r
         if r["method"].startswith("deer"):
-            assert r["speedup"] < by_slice[(r["slice"], "ar_draft")]["speedup"], r
-            if r["slice"] == "math":
-                assert r["speedup_high"] < 1.0, r
-            if r["slice"] == "code":
-                assert r["speedup_low"] < 1.0, r
-        else:
-            assert r["speedup_low"] > (1.0 if r["slice"] == "math" else 1.1), r
+            assert r["speedup"] < by_slice[(r["slice"], "ar_draft")]["speedup"] and r["tau"] < 0.5, r
     sampled = [r for r in m["main"] if r["temperature"] > 0 and r["method"] != "ar"]
-    assert sampled and all(r["speedup_high"] < 0.75 for r in sampled)       # README: at T = 0.6 both lose to AR
-    assert all(r["resurgence"] for r in m["resurgence"])
-    batch = {r["batch"]: r for r in m["batch_throughput"]}
-    assert batch[16]["ar"] > 3 * batch[16]["deer"] and batch[1]["ar"] < 1.2 * batch[1]["deer"]
+    assert sampled and all(r["speedup_high"] < 0.65 for r in sampled)
+    assert m["resurgence"] and not any(r["resurgence"] for r in m["resurgence"])
+    batch = {r["batch"]: r["ar"] / r["deer"] for r in m["batch_throughput"]}
+    assert batch[1] > 1.5 and batch[16] > batch[1] + 1.5, batch
+    uncached = {r["batch"]: r["ar"] / r["deer"] for r in m["batch_throughput_uncached"]}
+    assert set(uncached) == {1, 4} and all(0.9 < v < 1.1 for v in uncached.values()), uncached
+
+
+def test_21_deer_beside_medusa_hydra_and_eagle3_and_their_training_cost():
+    """Seed 001's feature-level baselines on the same target at k = 8 (first 8 prompts per slice):
+    120 of 120 outputs equal AR's; tau orders the same on every slice, AR drafter (1.27-2.07) >
+    EAGLE-3 (1.13-1.96) > Hydra (0.57-0.91) > Medusa (0.27-0.42) > DEER (0.10-0.20); none faster than
+    AR (at most 0.76x).  Table 8's analogue: DEER's alignment (Stage I + II) 6.7 min on 2 cores,
+    the AR drafter 1.59x that, EAGLE-3 1.55x, Hydra 0.59x and Medusa 0.51x."""
+    m = metrics("21_deer_decoding")
+    e = m["feature_exactness"]
+    assert e["ok"] and e["identical"] == e["responses"] == 120
+    tau = {(r["slice"], r["method"].split()[0]): r["tau"] for r in m["feature_drafters"] if r["method"] != "ar"}
+    for name in ("code", "stdlib", "math"):
+        order = [tau[(name, k)] for k in ("ar_draft", "eagle-3", "hydra", "medusa", "deer")]
+        assert order == sorted(order, reverse=True), (name, order)
+    assert all(r["speedup"] < 0.8 for r in m["feature_drafters"] if r["method"] != "ar")
+    costs = {r["drafter"]: r["relative_to_deer"] for r in m["training_costs"]}
+    assert min(costs["AR drafter (pre-training + distillation)"], costs["EAGLE-3"]) > 1.2
+    assert max(costs["Medusa"], costs["Hydra"]) < 0.8
 
 
 def test_21_compiling_speeds_the_ar_drafter_most_and_deer_least():
-    """notebook `21` (its findings) (the compiled path): 400 outputs of both paths identical to AR, and the same
+    """notebook `21` (its findings) (the compiled path): 280 outputs of both paths identical to AR, and the same
     accepted lengths on both paths for every response; every method faster compiled (CI low ends
-    above 1.1), the AR drafter most (1.56-1.65x, above AR's 1.34-1.39x on every slice), DEER least
-    (1.19-1.26x: below AR on every slice, its CI below AR's on code; an earlier run had it on
-    code and stdlib), so DEER over AR drops on every slice (its compiled CI below 1 on math,
-    0.86x [0.73, 1.02] on code); the drafters' compile times recorded."""
+    above 1.05), the AR drafter most (1.54-1.76x, above AR's 1.34-1.42x on every slice), DEER least
+    (1.15-1.29x, below AR on every slice), so DEER over AR drops on every slice (compiled 0.38-0.44x,
+    every CI below 1); the drafters' compile times recorded."""
     m = metrics("21_deer_decoding")
     e = m["path_exactness"]
-    assert e["ok"] and e["identical"] == e["responses"] == 400
+    assert e["ok"] and e["identical"] == e["responses"] == 280
     ratios = {(r["comparison"], r["slice"], r["method"]): r for r in m["path_ratios"]}
     for name in ("code", "stdlib", "math"):
         ar = ratios[("compiled / eager", name, "ar (compiled)")]
         deer = ratios[("compiled / eager", name, "deer k=8 (compiled)")]
         ar_draft = ratios[("compiled / eager", name, "ar_draft k=8 (compiled)")]
-        assert min(r["throughput_ratio_low"] for r in (ar, deer, ar_draft)) > 1.1, name
+        assert min(r["throughput_ratio_low"] for r in (ar, deer, ar_draft)) > 1.05, name
         assert deer["throughput_ratio"] < ar["throughput_ratio"] < ar_draft["throughput_ratio"], name
-        if name == "code":
-            assert deer["throughput_ratio_high"] < ar["throughput_ratio_low"], name
         eager, compiled = (ratios[("deer k=8 / ar", name, method)] for method in ("deer k=8", "deer k=8 (compiled)"))
-        assert compiled["throughput_ratio"] < eager["throughput_ratio"], name
-        if name == "math":
-            assert compiled["throughput_ratio_high"] < 1.0, name
+        assert compiled["throughput_ratio"] < eager["throughput_ratio"] and compiled["throughput_ratio_high"] < 1.0, name
     assert set(m["compile_seconds"]) == {"verify:1", "verify:9"}
     assert all(r["same_acceptance"] == 1.0 for r in m["path_acceptance"]) and len(m["path_acceptance"]) == 9
     assert set(m["drafter_compile_seconds"]) == {"deer k=8", "ar_draft k=8"}
