@@ -693,36 +693,37 @@ def test_30_dedit_first_pass_on_par_with_dflash_and_proposal_mix_tracks_it():
     assert 25 * 60 < sum(r["train_seconds"] for r in m["summary"]) + m["record"]["teacher_seconds"] <= 35 * 60
 
 
-def test_31_dedit_is_lossless_proposalmix_makes_editing_accept_more_and_dflash_alone_beats_ar():
-    """Greedy macro tau (the committed weights; measured: DFlash 3.53, DEdit P3 3.74, DEdit w/o
-    ProposalMix P3 3.28, DEdit W = 32 P3 3.77): the editing networks trained with ProposalMix
-    accept more than DFlash at P3, the one trained without it less (earlier weights had it the
-    other way round).  Every drafter pass is exposed on 2 CPU cores, so every DEdit P3 is slower
-    than AR (0.72-0.88x macro) while DFlash runs at 1.37x macro, faster on every slice (CI low
-    ends above 1; stdlib 1.36x [1.05, 1.85]); stdlib, the most repetitive text, is accepted most
-    (3.66), code and math least (3.51 and 3.42; an earlier run had code lowest; tolerance: within
-    0.2 of each other); the math text repeats least (38% of its tokens close an earlier 4-gram,
-    against 83-88% on code and stdlib).  At T = 1 (8 prompts per slice) the small target's
-    samples are almost never predicted (macro tau 1.12-1.15).  Early exit saves editing passes
-    (2.89 instead of 4) without changing outputs.  224 greedy outputs identical to AR."""
+def test_31_on_fresh_text_editing_adds_nothing_and_every_drafter_is_slower_than_ar():
+    """On the fresh-text target, greedy macro tau (measured: DFlash 1.42, DEdit P3 1.35, DEdit w/o
+    ProposalMix P3 1.34, DEdit W = 32 P3 1.34): the edited proposals are accepted no further than
+    DFlash's one pass (seed 002: +0.2 to +0.6), so every extra drafter pass only costs: DFlash runs at
+    0.54x AR macro (every slice's CI below 0.65), every DEdit P3 at 0.25-0.32x.  stdlib is accepted
+    most (DFlash 1.57 against 1.42 code and 1.28 math); the math text repeats least (7% of AR's
+    tokens close an earlier 4-gram, against 26-27% on code and stdlib).  At T = 1 (8 prompts per
+    slice) macro tau 1.12-1.16.  Figure 6's analogue: tokens per round stay at 1.34 from P1 to P4
+    while the speedup falls with every pass (0.49x, 0.38x, 0.31x, 0.26x); early exit saves editing
+    passes (2.98 instead of 4) without changing outputs.  192 greedy outputs identical to AR."""
     m = metrics("31_dedit_decoding")
-    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 224
+    assert m["exactness"]["ok"] and m["exactness"]["identical"] == m["exactness"]["responses"] == 192
     greedy, stochastic = _macro(m["main"], 0.0), _macro(m["main"], 1.0)
     editing = ("dedit P3", "dedit w/o ProposalMix P3", "dedit W=32 P3")
-    assert min(greedy["dedit P3"]["tau"], greedy["dedit W=32 P3"]["tau"]) > greedy["dflash P1"]["tau"] + 0.1
-    assert greedy["dedit w/o ProposalMix P3"]["tau"] < greedy["dflash P1"]["tau"] < greedy["dedit P3"]["tau"]
-    assert all(greedy[name]["speedup"] < 1.0 for name in editing) and greedy["dflash P1"]["speedup"] > 1.1
+    assert all(greedy[name]["tau"] < greedy["dflash P1"]["tau"] for name in editing)
+    assert all(greedy[name]["speedup"] < 0.4 for name in editing) and greedy["dflash P1"]["speedup"] < 0.7
     dflash = {r["slice"]: r for r in m["main"] if r["method"] == "dflash P1" and r["temperature"] == 0.0}
-    assert all(dflash[name]["speedup_low"] > 1.0 for name in ("code", "stdlib", "math")), dflash
-    assert dflash["stdlib"]["tau"] > max(dflash["code"]["tau"], dflash["math"]["tau"])
-    assert abs(dflash["code"]["tau"] - dflash["math"]["tau"]) < 0.2, dflash
+    assert all(dflash[name]["speedup_high"] < 0.75 for name in ("code", "stdlib", "math")), dflash
+    assert dflash["stdlib"]["tau"] > dflash["code"]["tau"] > dflash["math"]["tau"]
     assert all(stochastic[name]["tau"] < 1.3 for name in ("dflash P1", *editing))
     ar = {r["slice"]: r for r in m["main"] if r["method"] == "ar" and r["temperature"] == 0.0}
-    assert ar["math"]["repetition"] < 0.5 < min(ar["code"]["repetition"], ar["stdlib"]["repetition"])
+    assert ar["math"]["repetition"] < 0.15 < min(ar["code"]["repetition"], ar["stdlib"]["repetition"])
+    assert max(ar["code"]["repetition"], ar["stdlib"]["repetition"]) <= 0.30
     assert all(r["non_model_share_of_wall"] < 0.10 for r in m["timing"])
-    exits = {r["method"]: r for r in m["by_pass"]}
-    assert exits["dedit P4 early exit"]["passes_per_round"] < exits["dedit P4"]["passes_per_round"] - 0.5
-    assert exits["dedit P4 early exit"]["speedup"] > exits["dedit P4"]["speedup"]
+    passes = {r["method"]: r for r in m["by_pass"]}
+    tokens = [passes[f"dedit P{k}"]["tokens_per_round"] for k in (1, 2, 3, 4)]
+    speed = [passes[f"dedit P{k}"]["speedup"] for k in (1, 2, 3, 4)]
+    assert max(tokens) - min(tokens) < 0.05 and speed == sorted(speed, reverse=True), (tokens, speed)
+    exits = passes["dedit P4 early exit"]
+    assert exits["passes_per_round"] < passes["dedit P4"]["passes_per_round"] - 0.5
+    assert exits["speedup"] > passes["dedit P4"]["speedup"]
 
 
 def _tau_by_pass(drafter: str) -> dict[int, float]:
