@@ -812,14 +812,17 @@ def benchmark_report(stem: str, modules: list[str], script: str, key: str = "cod
 
 
 def skip_while_retraining(what: str) -> None:
-    """A committed benchmark made from other code or models may wait only while a retraining spans
-    sessions (cpu checkpoints pending, their results listed stale: tests/test_store.py); then it is
-    rerun with the regeneration.  With nothing pending this returns and the caller's check fails."""
+    """A committed benchmark made from other code or models may wait only while a retraining or a
+    regeneration spans sessions (cpu checkpoints pending, or stale results listed in the ledger:
+    tests/test_store.py, test_result_is_current_or_listed_as_stale); it is rerun with the
+    regeneration, before the ledger empties.  With nothing pending or listed this returns and the
+    caller's check fails."""
     from spec_lib.notebook import store
 
-    pending = store.pending(PROFILE)
-    if pending:
-        pytest.skip(f"{what} after the retraining under way ({len(pending)} cpu checkpoints pending)")
+    pending, listed = store.pending(PROFILE), read_ledger(PROFILE)
+    if pending or listed:
+        pytest.skip(f"{what} with the regeneration under way ({len(pending)} cpu checkpoints pending, "
+                    f"{len(listed)} results listed in results/{PROFILE}/STALE.md)")
 
 
 def test_compiled_path_benchmark():
