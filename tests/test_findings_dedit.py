@@ -29,7 +29,7 @@ def _finding(made: findings.Report, words: str) -> findings.Finding:
 
 def _check_text(made: findings.Report) -> None:
     assert made.headline.endswith(".") and "\n" not in made.headline and "|" not in made.headline
-    assert 2 <= len(made.findings) <= 7                      # 7: with the repetition row
+    assert 2 <= len(made.findings) <= 8                      # 8: with the repetition and by-pass rows
     for x in made.findings:
         assert x.verdict in findings.VERDICTS
         assert "nan" not in (x.measured + " " + made.headline).lower().replace(",", " ").replace(";", " ").split()
@@ -100,9 +100,8 @@ def test_dedit_decoding():
     speed = _finding(made, "faster than AR")
     assert f"code {code['speedup']:.2f}× [{code['speedup_low']:.2f}, {code['speedup_high']:.2f}]" in speed.measured
     assert speed.verdict == "disagrees"                               # below AR on code and math, unresolved on stdlib
-    assert _finding(made, "higher greedy tau").verdict == "agrees"
-    assert _finding(made, "Removing ProposalMix").verdict == "agrees"
-    assert _finding(made, "Future Work").verdict == "agrees"
+    higher = all(_macro(main, name)["tau"] > dflash["tau"] for name in ("dedit P3", "dedit W=32 P3"))
+    assert _finding(made, "higher greedy tau").verdict == ("agrees" if higher else "disagrees")
     assert _finding(made, "Verification").verdict == "agrees"
 
     # negative controls
@@ -165,12 +164,13 @@ def test_dedit_baselines():
     m = result["metrics"]
     made = _report("33_dedit_baselines", result)
     domino, dspark, dedit = (_macro(m["main"], name) for name in ("domino", "dspark", "dedit W=32 P3"))
-    assert f"domino {domino['tau']:.2f}, dspark {dspark['tau']:.2f}, dedit W=32 P3 {dedit['tau']:.2f}" in made.headline
+    assert f"domino {domino['tau']:.2f}, dspark {dspark['tau']:.2f}" in made.headline
+    assert made.headline.index(f"domino {domino['tau']:.2f}") < made.headline.index(f"dedit W=32 P3 {dedit['tau']:.2f}")
     assert f"dspark is fastest at {dspark['speedup']:.2f}×" in made.headline
     wide = _macro(m["main"], "domino W=32")
     width = _finding(made, "wider window gains little")
     assert f"({100 * (wide['tau'] / domino['tau'] - 1):+.1f}%)" in width.measured
-    assert width.verdict == "mixed"                                  # DFlash gains little, Domino +28%
+    assert width.verdict == "agrees"                                 # DFlash and Domino both within 1%
     assert _finding(made, "highest macro tau").verdict == "disagrees"
     assert _finding(made, "highest macro speedup").verdict == "disagrees"
     cut = next(r for r in m["dspark_cut"] if r["method"].startswith("dspark (") and r["slice"] == "code")
@@ -260,9 +260,10 @@ def test_dedit_frozen_editors():
     ("31_dedit_decoding", ["dflash P1", "dedit P3", "dedit W=32 P3"], ["dedit w/o ProposalMix P3"]),
     ("33_dedit_baselines", ["dedit W=32 P3", "domino", "dspark", "dflash P1"], ["domino W=32", "dspark (cut < 0.5)"])])
 def test_tau_is_read_beside_the_repetition_report(notebook, shown, hidden, repetition_report):
-    """No row from the committed results (they predate the report); with one, per temperature the
+    """No row from a result without a report; with one, per temperature the
     output share against the real text's and the main drafters' fresh / repeated tokens per round."""
     result = _result(notebook)
+    result["metrics"].pop("repetition_report", None)                 # the committed results may carry one
     assert not [x for x in _report(notebook, result).findings if "earned on" in x.claim]
     result["metrics"]["repetition_report"] = repetition_report(["ar", *shown, *hidden], ("code", "stdlib", "math"),
                                                                (0.0, 1.0))
